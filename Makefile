@@ -1,0 +1,47 @@
+# handlerkit: run `make` (or `make help`) for the list of targets.
+
+GO        ?= go
+PKGS      ?= ./...
+# -race where it fits: every package runs under the race detector.
+TESTFLAGS ?= -race -count=1 -timeout 40m
+BIN       ?= bin
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build every command into ./bin (static, CGO_ENABLED=0).
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+.PHONY: prereqs
+prereqs: ## Install missing system packages (JDK for the JVM tests) with apt-get.
+	hack/prereqs.sh
+
+.PHONY: controlplane
+controlplane: ## Build kube-apiserver and etcd into the cache (skips what is cached).
+	hack/build-controlplane.sh
+
+.PHONY: test
+test: prereqs controlplane ## Unit and integration tests against a real control plane.
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+.PHONY: bench
+bench: controlplane ## Run the benchmarks.
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $(PKGS)
+
+.PHONY: codegen
+codegen: ## Regenerate clientsets, listers, informers, deepcopy and CRD manifests.
+	hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## gofmt, go vet, go mod tidy and codegen freshness.
+	hack/verify.sh
+
+.PHONY: clean
+clean: ## Remove build output and test caches (not the cached control plane).
+	rm -rf $(BIN)
+	$(GO) clean -testcache

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests need when they are missing, so that
+# `make test` works on a fresh machine. Needs root (or sudo) only when
+# something is actually missing.
+set -euo pipefail
+
+need=()
+command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
+command -v git   >/dev/null 2>&1 || need+=(git)
+# Further packages are added by the parts of the test suite that need them.
+for pkg in ${HANDLERKIT_EXTRA_PACKAGES:-}; do need+=("$pkg"); done
+
+if [[ ${#need[@]} -eq 0 ]]; then
+  exit 0
+fi
+sudo=""
+[[ $(id -u) -eq 0 ]] || sudo="sudo"
+echo "prereqs: installing ${need[*]} with apt-get"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Checks what `make verify` promises: gofmt, go vet, tidy go.mod files and
+# fresh generated code. Exits non-zero with the reason on the first failure.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+echo "verify: gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [[ -n $unformatted ]]; then
+  echo "gofmt would change:" >&2; echo "$unformatted" >&2; exit 1
+fi
+
+echo "verify: go vet"
+go vet ./...
+
+echo "verify: go mod tidy"
+for dir in . hack/tools; do
+  tmp=$(mktemp -d)
+  cp "$dir/go.mod" "$dir/go.sum" "$tmp/"
+  (cd "$dir" && go mod tidy)
+  if ! diff -u "$tmp/go.mod" "$dir/go.mod" || ! diff -u "$tmp/go.sum" "$dir/go.sum"; then
+    cp "$tmp/go.mod" "$tmp/go.sum" "$dir/"
+    rm -rf "$tmp"
+    echo "verify: $dir/go.mod is not tidy; run 'go mod tidy' there" >&2; exit 1
+  fi
+  rm -rf "$tmp"
+done
+
+if [[ -x hack/verify-codegen.sh ]]; then
+  echo "verify: codegen"
+  hack/verify-codegen.sh
+fi
+echo "verify: ok"

@@ -1,0 +1,28 @@
+// Package testenv starts a real Kubernetes control plane for tests: etcd and
+// kube-apiserver, built from the Go module proxy, listening on loopback with
+// temporary data and certificate directories.
+//
+// It is handlerkit's answer to controller-runtime's envtest and needs nothing
+// beyond Go. A test starts an Environment, talks to it through the admin
+// rest.Config or through credentials minted for any user, group or
+// ServiceAccount (authorization mode RBAC is real), installs CRDs, and stops it:
+//
+//	func TestSomething(t *testing.T) {
+//		env := testenv.New(t) // stopped by t.Cleanup
+//		client := env.Clientset()
+//		...
+//	}
+//
+// Binaries are looked up in $HANDLERKIT_BIN_DIR, then in
+// ${XDG_CACHE_HOME:-$HOME/.cache}/handlerkit/controlplane/v1.36.3. When they
+// are missing and the code runs inside a handlerkit checkout, they are built
+// with hack/build-controlplane.sh (minutes, once per machine); otherwise Start
+// fails with a message that names `make controlplane`.
+//
+// With HANDLERKIT_TEST_KUBECONFIG set, Start starts nothing and uses the
+// cluster that kubeconfig points at; credentials for other users are then
+// made by impersonation.
+//
+// Every process started here dies with the test binary (Pdeathsig), and Stop
+// removes every directory, also when the test failed or panicked.
+package testenv
