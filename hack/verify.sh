@@ -15,7 +15,7 @@ echo "verify: go vet"
 go vet ./...
 
 echo "verify: go mod tidy"
-for dir in . hack/tools; do
+for dir in . $(dirname hack/*/go.mod); do
   tmp=$(mktemp -d)
   cp "$dir/go.mod" "$dir/go.sum" "$tmp/"
   (cd "$dir" && go mod tidy)

@@ -1,0 +1,86 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/handlerkit/handlerkit/pkg/testenv"
+)
+
+// One control plane serves every test in this package (each test works in
+// its own namespace); it starts on first use so the unit tests need none.
+var (
+	clusterOnce sync.Once
+	clusterEnv  *testenv.Environment
+	clusterCRDs []*apiextensionsv1.CustomResourceDefinition
+	clusterErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if clusterEnv != nil {
+		if err := clusterEnv.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: stop: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+// repoPath resolves a path relative to the repository root, whatever
+// directory `go test` runs in.
+func repoPath(t testing.TB, rel string) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("cannot find the test's source file")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "..", rel)
+}
+
+// cluster returns the shared environment with the CRDs of deploy/crds
+// installed and Established.
+func cluster(t *testing.T) *testenv.Environment {
+	t.Helper()
+	clusterOnce.Do(func() {
+		clusterEnv, clusterErr = testenv.Start(context.Background())
+		if clusterErr != nil {
+			return
+		}
+		clusterCRDs, clusterErr = clusterEnv.InstallCRDsFromDir(context.Background(), repoPath(t, "deploy/crds"))
+	})
+	if clusterErr != nil {
+		t.Fatalf("control plane: %v", clusterErr)
+	}
+	return clusterEnv
+}
+
+// namespace creates a namespace for one test and deletes it afterwards. On
+// the test control plane, which has no namespace controller, the deletion
+// only marks it Terminating; it matters when HANDLERKIT_TEST_KUBECONFIG
+// points the tests at a real cluster.
+func namespace(t *testing.T, env *testenv.Environment) string {
+	t.Helper()
+	ns, err := env.CreateNamespace(context.Background(), "pje-")
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		err := env.Clientset().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", ns, err)
+		}
+	})
+	return ns
+}

@@ -1,0 +1,231 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PrometheusJmxExporter asks the operator to load the Prometheus JMX exporter
+// java agent into the JVMs of the pods its selector matches, so that each JVM
+// serves its MBeans as Prometheus metrics on spec.port.
+//
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=pje,categories=handlerkit
+// +kubebuilder:printcolumn:name="Port",type=integer,JSONPath=`.spec.port`
+// +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matchedPods`
+// +kubebuilder:printcolumn:name="Injected",type=integer,JSONPath=`.status.injectedPods`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failedPods`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type PrometheusJmxExporter struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec says which JVMs get the agent and how it is configured.
+	// +required
+	Spec PrometheusJmxExporterSpec `json:"spec"`
+
+	// Status is written by the operator only, through the status subresource.
+	// +optional
+	Status PrometheusJmxExporterStatus `json:"status,omitempty"`
+}
+
+// PrometheusJmxExporterSpec is the desired state of a PrometheusJmxExporter.
+type PrometheusJmxExporterSpec struct {
+	// Selector picks the pods, in the exporter's namespace, whose JVMs get the
+	// agent. It must set matchLabels or matchExpressions: an empty selector
+	// would match every pod in the namespace, which is never what anyone means.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="has(self.matchLabels) && size(self.matchLabels) > 0 || has(self.matchExpressions) && size(self.matchExpressions) > 0",message="selector must not be empty: set matchLabels or matchExpressions"
+	Selector *metav1.LabelSelector `json:"selector"`
+
+	// Containers restricts injection to the named containers of each matched
+	// pod. When empty, every container in which a JVM is found gets the agent.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Containers []string `json:"containers,omitempty"`
+
+	// Config points at the exporter's YAML configuration in a ConfigMap in
+	// the exporter's namespace. When absent, the built-in default applies
+	// (DefaultExporterConfig): every MBean attribute is exported, with
+	// lower-cased metric and label names.
+	// +optional
+	Config *ExporterConfig `json:"config,omitempty"`
+
+	// Port is the TCP port on which each injected agent serves /metrics
+	// inside its pod. Ports below 1024 are refused because the JVM seldom
+	// runs with the privilege to bind them.
+	// +optional
+	// +kubebuilder:default=9404
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// Injection says how the agent is loaded into a running JVM.
+	// +optional
+	// +kubebuilder:default={}
+	Injection Injection `json:"injection,omitempty"`
+
+	// Agent overrides where the agent jar and the attach helper come from.
+	// When absent, or for each empty field, the defaults of the running
+	// operator release apply; the fields below name them.
+	// +optional
+	Agent *Agent `json:"agent,omitempty"`
+}
+
+// ExporterConfig names the ConfigMap key that holds the exporter's YAML
+// configuration (the format of the Prometheus JMX exporter's config.yaml).
+type ExporterConfig struct {
+	// ConfigMapName is the name of a ConfigMap in the exporter's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ConfigMapName string `json:"configMapName"`
+
+	// ConfigMapKey is the key, within the ConfigMap, of the YAML document.
+	// +optional
+	// +kubebuilder:default="config.yaml"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	ConfigMapKey string `json:"configMapKey,omitempty"`
+}
+
+// InjectionStrategy is how the operator gets the agent into a running JVM.
+// +kubebuilder:validation:Enum=Exec;EphemeralContainer
+type InjectionStrategy string
+
+const (
+	// InjectionExec copies the agent, the attach helper and the config into
+	// the target container through the pods/exec API and runs the helper
+	// there. It needs a shell and tar in the target image, and leaves no
+	// trace in the pod spec.
+	InjectionExec InjectionStrategy = "Exec"
+
+	// InjectionEphemeralContainer adds an ephemeral container, built from the
+	// agent image, that targets the JVM's container and shares its process
+	// namespace, so the target image needs no shell, no tar and no JDK. The
+	// ephemeral container stays in the pod spec until the pod is replaced.
+	InjectionEphemeralContainer InjectionStrategy = "EphemeralContainer"
+)
+
+// Injection configures how agents are loaded.
+type Injection struct {
+	// Strategy is Exec or EphemeralContainer. See docs/api.md for why
+	// EphemeralContainer is the default.
+	// +optional
+	// +kubebuilder:default=EphemeralContainer
+	Strategy InjectionStrategy `json:"strategy,omitempty"`
+}
+
+// Agent overrides the defaults for the image that carries the agent jar and
+// the attach helper. Every field is optional; empty fields take the defaults
+// of the running operator, so that upgrading the operator upgrades the agent
+// of every exporter that did not pin one.
+type Agent struct {
+	// Image carries the agent jar and the attach helper.
+	// Defaults to DefaultAgentImage (ghcr.io/handlerkit/jmx-agent:v0.1.0).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// Path is the absolute path of the agent jar inside Image. Defaults to
+	// DefaultAgentPath (/opt/handlerkit/jmx_prometheus_javaagent.jar).
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^/`
+	Path string `json:"path,omitempty"`
+
+	// AttachHelperPath is the absolute path of the attach helper inside
+	// Image. Defaults to DefaultAttachHelperPath (/usr/local/bin/jmx-attach).
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^/`
+	AttachHelperPath string `json:"attachHelperPath,omitempty"`
+}
+
+// PrometheusJmxExporterStatus is the observed state of a PrometheusJmxExporter.
+type PrometheusJmxExporterStatus struct {
+	// ObservedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions are Ready, ConfigValid and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// MetricsEndpoints has one entry per JVM that has the agent loaded.
+	// +optional
+	// +listType=map
+	// +listMapKey=pod
+	// +listMapKey=container
+	MetricsEndpoints []MetricsEndpoint `json:"metricsEndpoints,omitempty"`
+
+	// MatchedPods counts the pods the selector matches.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MatchedPods int32 `json:"matchedPods"`
+
+	// InjectedPods counts the matched pods in which every selected JVM has
+	// the agent loaded.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	InjectedPods int32 `json:"injectedPods"`
+
+	// FailedPods counts the matched pods in which injection failed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FailedPods int32 `json:"failedPods"`
+}
+
+// MetricsEndpoint is where one injected JVM serves its metrics.
+type MetricsEndpoint struct {
+	// Pod is the pod's name.
+	// +required
+	Pod string `json:"pod"`
+
+	// Container is the name of the container the JVM runs in.
+	// +required
+	Container string `json:"container"`
+
+	// PodIP is the pod's IP address at injection time.
+	// +optional
+	PodIP string `json:"podIP,omitempty"`
+
+	// Port is the port the agent serves /metrics on.
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// ContainerID identifies the container instance (runtime://id). A new ID
+	// for the same container name means the container restarted and the
+	// agent must be loaded again.
+	// +optional
+	ContainerID string `json:"containerID,omitempty"`
+
+	// InjectedAt is when the agent was loaded.
+	// +optional
+	InjectedAt metav1.Time `json:"injectedAt,omitempty"`
+}
+
+// PrometheusJmxExporterList is a list of PrometheusJmxExporters.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type PrometheusJmxExporterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items are the exporters.
+	Items []PrometheusJmxExporter `json:"items"`
+}
