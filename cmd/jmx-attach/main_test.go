@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/handlerkit/handlerkit/pkg/jvm"
+	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
+)
+
+var (
+	binary   string
+	agentJar string
+	app      jvmtest.App
+	config   string
+)
+
+func TestMain(m *testing.M) {
+	code, err := setup(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func setup(m *testing.M) (int, error) {
+	dir, err := os.MkdirTemp("", "jmx-attach-test-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "jmx-attach")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("build: %v: %s", err, out)
+	}
+	if agentJar, err = jvmtest.BuildTestAgent(dir); err != nil {
+		return 0, err
+	}
+	if app, err = jvmtest.BuildSampleApp(dir); err != nil {
+		return 0, err
+	}
+	config = filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(config, []byte("rules:\n- pattern: \".*\"\n"), 0o644); err != nil {
+		return 0, err
+	}
+	return m.Run(), nil
+}
+
+// runBinary runs the built jmx-attach and returns stdout, stderr and the exit code.
+func runBinary(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func targetDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "jmx-attach-target-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "agent")
+}
+
+func parseLines(t *testing.T, out string) []jvm.InjectResult {
+	t.Helper()
+	var res []jvm.InjectResult
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		r, err := jvm.ParseInjectResult([]byte(line))
+		if err != nil {
+			t.Fatalf("result line %q: %v", line, err)
+		}
+		res = append(res, r)
+	}
+	return res
+}
+
+func TestBinaryIsStatic(t *testing.T) {
+	f, err := elf.Open(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Fatalf("binary has program header %v: not static", p.Type)
+		}
+	}
+}
+
+func TestHelpForEveryCommand(t *testing.T) {
+	cases := map[string][]string{
+		"Commands:":                  {"--help"},
+		"Usage: jmx-attach list":     {"list", "--help"},
+		"Usage: jmx-attach inject":   {"inject", "--help"},
+		"Result lines: one per JVM.": {"help", "inject"},
+	}
+	for want, args := range cases {
+		out, _, code := runBinary(t, args...)
+		if code != exitOK || strings.Count(out, want) != 1 || !strings.Contains(out, "Exit codes") {
+			t.Errorf("%v: exit %d, output lacks %q or exit codes:\n%s", args, code, want, out)
+		}
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404", "--pid", "1", "--all"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "0", "--pid", "1"},
+		{"inject", "--no-such-flag"},
+		{"list", "extra"},
+	} {
+		_, stderr, code := runBinary(t, args...)
+		if code != exitUsage || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want %d with a message", args, code, stderr, exitUsage)
+		}
+	}
+}
+
+func TestListShowsRunningJVM(t *testing.T) {
+	t.Parallel()
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: app})
+	out, _, code := runBinary(t, "list", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var jvms []jvm.JVM
+	if err := json.Unmarshal([]byte(out), &jvms); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	found := false
+	for _, j := range jvms {
+		if j.PID == jv.Pid && j.MainClass == jvmtest.SampleMainClass {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("JVM %d not listed: %s", jv.Pid, out)
+	}
+	table, _, code := runBinary(t, "list")
+	if code != exitOK || !strings.Contains(table, strconv.Itoa(jv.Pid)) || !strings.Contains(table, jvmtest.SampleMainClass) {
+		t.Fatalf("table (exit %d) lacks the JVM:\n%s", code, table)
+	}
+}
+
+func TestInjectPrintsResultLineAndWritesTerminationLog(t *testing.T) {
+	t.Parallel()
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: app})
+	port := freePort(t)
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(termLog, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"inject", "--agent", agentJar, "--config", config, "--port", strconv.Itoa(port), "--host", "127.0.0.1",
+		"--pid", strconv.Itoa(jv.Pid), "--min-age", "0s", "--json", "--target-dir", targetDir(t), "--termination-log", termLog}
+	out, stderr, code := runBinary(t, args...)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s\njvm: %s", code, out, stderr, jv.Output())
+	}
+	res := parseLines(t, out)
+	if len(res) != 1 || res[0].Status != jvm.OutcomeOK || res[0].PID != jv.Pid || res[0].Port != port {
+		t.Fatalf("results: %+v", res)
+	}
+	logged, err := os.ReadFile(termLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parseLines(t, string(logged)); len(got) != 1 || got[0] != res[0] {
+		t.Fatalf("termination log %+v, stdout %+v", got, res)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := jvm.Scrape(ctx, jv.Pid, "127.0.0.1", port)
+	if err != nil || !strings.Contains(body, `jvm_memory_bytes_used{area="heap"}`) {
+		t.Fatalf("scrape: %v\n%s", err, body)
+	}
+
+	out, _, code = runBinary(t, args...)
+	if code != exitOK {
+		t.Fatalf("second inject: exit %d: %s", code, out)
+	}
+	if res := parseLines(t, out); res[0].Status != jvm.OutcomeAlreadyInjected {
+		t.Fatalf("second inject: %+v", res)
+	}
+	if !jv.Alive() {
+		t.Fatalf("JVM died: %s", jv.Output())
+	}
+}
+
+func TestInjectWithBadConfigExitsFourAndLeavesJVMAlone(t *testing.T) {
+	t.Parallel()
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: app})
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("rules: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := runBinary(t, "inject", "--agent", agentJar, "--config", bad, "--port", strconv.Itoa(freePort(t)),
+		"--pid", strconv.Itoa(jv.Pid), "--min-age", "0s", "--json", "--target-dir", targetDir(t), "--termination-log", "")
+	if code != exitBadAgent {
+		t.Fatalf("exit %d, want %d: %s", code, exitBadAgent, out)
+	}
+	if res := parseLines(t, out); res[0].Reason != jvm.ReasonConfigInvalid {
+		t.Fatalf("result: %+v", res)
+	}
+	if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(jv.Pid)); err == nil || !jv.Alive() {
+		t.Fatalf("JVM was signalled (socket exists) or died (alive=%v)", jv.Alive())
+	}
+}
+
+func TestInjectIntoNonJVMExitsOneAndSignalsNothing(t *testing.T) {
+	t.Parallel()
+	sleep := exec.Command("sleep", "60")
+	sleep.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { sleep.Wait(); close(exited) }()
+	t.Cleanup(func() { sleep.Process.Kill(); <-exited })
+	out, _, code := runBinary(t, "inject", "--agent", agentJar, "--config", config, "--port", strconv.Itoa(freePort(t)),
+		"--pid", strconv.Itoa(sleep.Process.Pid), "--json", "--target-dir", targetDir(t), "--termination-log", "")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d: %s", code, exitFailed, out)
+	}
+	if res := parseLines(t, out); res[0].Reason != jvm.ReasonNotJVM {
+		t.Fatalf("result: %+v", res)
+	}
+	// Without --json the line is key=value text.
+	text, _, code := runBinary(t, "inject", "--agent", agentJar, "--config", config, "--port", strconv.Itoa(freePort(t)),
+		"--pid", strconv.Itoa(sleep.Process.Pid), "--target-dir", targetDir(t), "--termination-log", "")
+	want := "pid=" + strconv.Itoa(sleep.Process.Pid) + " nspid=0 status=error reason=\"not-jvm\""
+	if code != exitFailed || !strings.HasPrefix(text, want) {
+		t.Fatalf("exit %d, text line %q, want prefix %q", code, text, want)
+	}
+	select {
+	case <-exited:
+		t.Fatal("sleep exited")
+	case <-time.After(300 * time.Millisecond):
+	}
+}

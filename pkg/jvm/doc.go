@@ -1,0 +1,20 @@
+// Package jvm finds running HotSpot JVMs through /proc and loads a java agent into them over the HotSpot
+// dynamic-attach protocol, in pure Go: no JDK, shell or second JVM is needed in the target's container.
+//
+// The attach protocol on Linux works like this. The client creates a trigger file, .attach_pid<nspid>, in the
+// JVM's working directory or /tmp and sends SIGQUIT. The JVM's signal handler sees the trigger and starts its
+// attach listener on the Unix socket /tmp/.java_pid<nspid>. The JVM accepts a connection only from its own
+// effective uid and gid (or root, from JDK 9 on). A request is the protocol version "1" and exactly four
+// strings, the command and three arguments, each terminated by a NUL byte. The reply is a decimal completion
+// status on the first line, then the command's output.
+//
+// This package reaches the target through /proc/<pid>/root, which works across mount namespaces without setns,
+// and resolves paths inside the target with openat2(RESOLVE_IN_ROOT), so a symbolic link planted in a container
+// cannot redirect a write to the host. The socket is connected from a locked OS thread whose credentials are
+// switched to the target's effective uid and gid with raw syscalls; that thread is never returned to the Go
+// scheduler.
+//
+// Loading the Prometheus jmx_exporter agent into the wrong process, or loading it when it cannot start, is
+// destructive: SIGQUIT kills a process that does not handle it, and a jmx_exporter that fails to start calls
+// System.exit. Injector.Inject therefore checks everything it can before it sends the first signal.
+package jvm

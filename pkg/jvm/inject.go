@@ -1,0 +1,484 @@
+package jvm
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path"
+	"runtime"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Defaults of an Injector.
+const (
+	// DefaultMinAge is how old a JVM must be before it is signalled: SIGQUIT to a JVM that is still starting can
+	// kill it.
+	DefaultMinAge = 10 * time.Second
+	// DefaultAttachTimeout bounds the wait for the JVM's attach socket after SIGQUIT.
+	DefaultAttachTimeout = 10 * time.Second
+	// DefaultHTTPTimeout bounds the wait for the loaded agent's port to answer HTTP.
+	DefaultHTTPTimeout = 15 * time.Second
+	// DefaultTargetDir is where the agent jar and config are placed in the target's filesystem.
+	DefaultTargetDir = "/tmp/handlerkit-jmx"
+	// DefaultMetricsPath is the path the HTTP check requests.
+	DefaultMetricsPath = "/metrics"
+)
+
+// markerPrefix names the file in the target's /tmp that records a loaded agent.
+const markerPrefix = ".handlerkit-jmx-agent-"
+
+// Option configures an Injector.
+type Option func(*Injector) error
+
+// WithMinAge sets how old a JVM must be before it is signalled; younger JVMs are waited for. Default:
+// DefaultMinAge (10s). Zero disables the wait.
+func WithMinAge(d time.Duration) Option {
+	return func(in *Injector) error {
+		if d < 0 {
+			return fmt.Errorf("min age %s is negative", d)
+		}
+		in.minAge = d
+		return nil
+	}
+}
+
+// WithAttachTimeout sets how long to wait for the attach socket after SIGQUIT. Default: DefaultAttachTimeout.
+func WithAttachTimeout(d time.Duration) Option {
+	return func(in *Injector) error {
+		if d <= 0 {
+			return fmt.Errorf("attach timeout %s is not positive", d)
+		}
+		in.attachTimeout = d
+		return nil
+	}
+}
+
+// WithHTTPTimeout sets how long to wait for the agent's port to answer HTTP after loading. Default:
+// DefaultHTTPTimeout. Zero disables the HTTP check.
+func WithHTTPTimeout(d time.Duration) Option {
+	return func(in *Injector) error {
+		if d < 0 {
+			return fmt.Errorf("http timeout %s is negative", d)
+		}
+		in.httpTimeout = d
+		return nil
+	}
+}
+
+// WithTargetDir sets the absolute directory, in the target's filesystem, that receives the agent jar and
+// config. Default: DefaultTargetDir.
+func WithTargetDir(dir string) Option {
+	return func(in *Injector) error {
+		if !path.IsAbs(dir) {
+			return fmt.Errorf("target dir %q is not absolute", dir)
+		}
+		in.targetDir = path.Clean(dir)
+		return nil
+	}
+}
+
+// WithExtraConfigKeys accepts more top-level exporter configuration keys than ExporterConfigKeys, for exporter
+// versions newer than this package.
+func WithExtraConfigKeys(keys ...string) Option {
+	return func(in *Injector) error {
+		in.extraKeys = append(in.extraKeys, keys...)
+		return nil
+	}
+}
+
+// Injector loads a java agent into running JVMs, checking first everything that would otherwise hurt the JVM.
+type Injector struct {
+	minAge        time.Duration
+	attachTimeout time.Duration
+	httpTimeout   time.Duration
+	targetDir     string
+	extraKeys     []string
+}
+
+// NewInjector returns an Injector with the defaults documented on each option.
+func NewInjector(opts ...Option) (*Injector, error) {
+	in := &Injector{minAge: DefaultMinAge, attachTimeout: DefaultAttachTimeout, httpTimeout: DefaultHTTPTimeout,
+		targetDir: DefaultTargetDir}
+	for _, o := range opts {
+		if err := o(in); err != nil {
+			return nil, fmt.Errorf("new injector: %w", err)
+		}
+	}
+	return in, nil
+}
+
+// Agent is what to inject: a jmx_exporter-style java agent, its configuration and where it serves.
+type Agent struct {
+	// Jar is the agent jar on the injector's filesystem.
+	Jar string
+	// Config is the exporter configuration (YAML) on the injector's filesystem.
+	Config string
+	// Port is the TCP port the agent serves on, in the JVM's network namespace.
+	Port int
+	// Host is the address the agent binds; "" lets the agent bind every address, as jmx_exporter does.
+	Host string
+}
+
+// Precheck runs the checks that do not depend on a JVM: the agent jar has an Agent-Class, the configuration is
+// a valid exporter configuration, and the port is in range. Inject runs it too.
+func (in *Injector) Precheck(a Agent) error {
+	if a.Port < 1 || a.Port > 65535 {
+		return &AttachError{Reason: ReasonInvalidRequest, Msg: fmt.Sprintf("port %d is out of range 1-65535", a.Port)}
+	}
+	if a.Host != "" && net.ParseIP(a.Host) == nil {
+		return &AttachError{Reason: ReasonInvalidRequest, Msg: fmt.Sprintf("host %q is not an IP address", a.Host)}
+	}
+	if _, err := CheckAgentJar(a.Jar); err != nil {
+		return err
+	}
+	return CheckExporterConfig(a.Config, in.extraKeys...)
+}
+
+// Inject loads agent a into the JVM pid and reports the result; it never returns a Go error, so that every
+// outcome reaches the operator in the same shape. In order, it:
+//
+//  1. checks that pid is a JVM, the jar, the config, that the agent is not loaded already (marker in the
+//     JVM's /tmp and a listener on the port), that the port is free, and that attach is not disabled;
+//  2. waits until the JVM is at least the minimum age;
+//  3. copies the jar and config into the JVM's filesystem, owned by its filesystem uid/gid;
+//  4. loads the agent over the attach protocol and records the marker;
+//  5. waits until the port answers HTTP.
+//
+// Nothing is signalled before step 4, so a failed check leaves the JVM untouched.
+func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
+	res := InjectResult{PID: pid, Port: a.Port, Host: a.Host}
+	fail := func(err error) InjectResult {
+		res.Status = OutcomeError
+		res.Reason = ReasonOf(err)
+		res.Message = err.Error()
+		return res
+	}
+	j, err := Inspect(pid)
+	if err != nil {
+		return fail(err)
+	}
+	res.NSPID, res.MainClass, res.JavaVersion = j.NSPID, j.MainClass, j.JavaVersion
+	if err := in.Precheck(a); err != nil {
+		return fail(err)
+	}
+	prev, hasMarker := readMarker(j)
+	listening, err := PortListening(pid, a.Port)
+	if err != nil {
+		return fail(err)
+	}
+	if hasMarker && prev.Port == a.Port {
+		res.AgentPath, res.ConfigPath = prev.AgentPath, prev.ConfigPath
+		if listening {
+			res.Status = OutcomeAlreadyInjected
+			res.Message = fmt.Sprintf("agent already loaded (port %d listening); not loaded again", a.Port)
+			return res
+		}
+		return fail(&AttachError{Reason: ReasonNotListening, Msg: fmt.Sprintf(
+			"an agent was loaded into pid %d before but port %d does not listen; refusing to load it twice", pid, a.Port)})
+	}
+	if hasMarker {
+		return fail(&AttachError{Reason: ReasonNotListening, Msg: fmt.Sprintf(
+			"an agent was loaded into pid %d before on port %d; refusing to load another on port %d", pid, prev.Port, a.Port)})
+	}
+	if listening {
+		return fail(&AttachError{Reason: ReasonPortInUse, Msg: fmt.Sprintf(
+			"port %d is already in use in the network namespace of pid %d", a.Port, pid)})
+	}
+	if j.AttachDisabled {
+		return fail(&AttachError{Reason: ReasonAttachDisabled, Msg: fmt.Sprintf(
+			"pid %d runs with -XX:+DisableAttachMechanism; an agent cannot be loaded into it", pid)})
+	}
+	if j.Age < in.minAge {
+		if j, err = in.waitMinAge(ctx, j); err != nil {
+			return fail(err)
+		}
+		// The wait can be long; the port may have been taken meanwhile.
+		if listening, err := PortListening(pid, a.Port); err != nil || listening {
+			if err == nil {
+				err = &AttachError{Reason: ReasonPortInUse, Msg: fmt.Sprintf(
+					"port %d is already in use in the network namespace of pid %d", a.Port, pid)}
+			}
+			return fail(err)
+		}
+	}
+	paths, err := copyToTarget(pid, in.targetDir, j.FSUID, j.FSGID, a.Jar, a.Config)
+	if err != nil {
+		return fail(&AttachError{Reason: ReasonCopyFailed, Msg: "place agent files", Err: err})
+	}
+	res.AgentPath, res.ConfigPath = paths[0], paths[1]
+	opts := strconv.Itoa(a.Port) + ":" + res.ConfigPath
+	if a.Host != "" {
+		opts = hostPort(a.Host, a.Port) + ":" + res.ConfigPath
+	}
+	if err := in.LoadAgent(ctx, j, res.AgentPath, opts); err != nil {
+		return fail(err)
+	}
+	if err := writeMarker(j, marker{Port: a.Port, AgentPath: res.AgentPath, ConfigPath: res.ConfigPath, StartTicks: j.StartTicks}); err != nil {
+		return fail(&AttachError{Reason: ReasonInternal, Msg: "agent loaded, but recording it failed", Err: err})
+	}
+	if in.httpTimeout > 0 {
+		if err := CheckHTTP(ctx, pid, a.Host, a.Port, in.httpTimeout); err != nil {
+			return fail(err)
+		}
+	}
+	res.Status = OutcomeOK
+	res.Message = fmt.Sprintf("agent loaded; serving on port %d", a.Port)
+	return res
+}
+
+// waitMinAge waits until the JVM is at least the minimum age, then inspects it again to make sure it is still
+// the same process.
+func (in *Injector) waitMinAge(ctx context.Context, j JVM) (JVM, error) {
+	if j.Age >= in.minAge {
+		return j, nil
+	}
+	t := time.NewTimer(in.minAge - j.Age)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return j, &AttachError{Reason: ReasonTooYoung, Msg: fmt.Sprintf(
+			"pid %d is younger than %s and the wait was cancelled", j.PID, in.minAge), Err: ctx.Err()}
+	case <-t.C:
+	}
+	again, err := Inspect(j.PID)
+	if err != nil {
+		return j, err
+	}
+	if again.StartTicks != j.StartTicks {
+		return j, &AttachError{Reason: ReasonProcessGone, Msg: fmt.Sprintf("pid %d was reused while waiting", j.PID), Err: ErrProcessGone}
+	}
+	return again, nil
+}
+
+// LoadAgent loads the java agent jar (a path as the JVM sees it) with options into JVM j over the attach
+// protocol ("load instrument false <jar>=<options>") and maps the reply to an error. It does none of Inject's
+// pre-checks except refusing a JVM that disabled attach or does not handle SIGQUIT, and an over-long argument.
+func (in *Injector) LoadAgent(ctx context.Context, j JVM, jar, options string) error {
+	arg := jar
+	if options != "" {
+		arg += "=" + options
+	}
+	if len(arg) > MaxArgLength {
+		return &AttachError{Reason: ReasonArgsTooLong,
+			Msg: fmt.Sprintf("agent argument is %d bytes, the JVM accepts at most %d", len(arg), MaxArgLength)}
+	}
+	at := &attacher{jvm: j, attachTimeout: in.attachTimeout}
+	raw, err := at.execute(ctx, "load", "instrument", "false", arg)
+	if err != nil {
+		return err
+	}
+	reply, err := ParseReply("load", raw)
+	if err != nil {
+		return &AttachError{Reason: ReasonAgentLoadFailed, Msg: "attach reply", Err: err}
+	}
+	return reply.Err()
+}
+
+type marker struct {
+	Port       int    `json:"port"`
+	AgentPath  string `json:"agentPath"`
+	ConfigPath string `json:"configPath"`
+	StartTicks uint64 `json:"startTicks"`
+}
+
+func markerPath(j JVM) string { return "/tmp/" + markerPrefix + strconv.Itoa(j.NSPID) + ".json" }
+
+// readMarker returns the marker of an earlier injection into this very process (a marker left by an earlier
+// process with the same nspid has another start time and is ignored).
+func readMarker(j JVM) (marker, bool) {
+	root, err := openTargetRoot(j.PID)
+	if err != nil {
+		return marker{}, false
+	}
+	defer root.Close()
+	data, err := root.readFile(markerPath(j), 64*1024)
+	if err != nil {
+		return marker{}, false
+	}
+	var m marker
+	if json.Unmarshal(data, &m) != nil || m.StartTicks != j.StartTicks {
+		return marker{}, false
+	}
+	return m, true
+}
+
+func writeMarker(j JVM, m marker) error {
+	root, err := openTargetRoot(j.PID)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = root.writeFile("/tmp", path.Base(markerPath(j)), data, j.FSUID, j.FSGID)
+	return err
+}
+
+// reachableHost returns the address to connect to for an agent bound to host: loopback for "all addresses".
+func reachableHost(host string) string {
+	ip := net.ParseIP(host)
+	switch {
+	case ip == nil || ip.Equal(net.IPv4zero):
+		return "127.0.0.1"
+	case ip.Equal(net.IPv6unspecified):
+		return "::1"
+	}
+	return host
+}
+
+func hostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// CheckHTTP waits until GET http://<host>:<port>/metrics answers 200 in the network namespace of pid, or timeout
+// passes. An empty or unspecified host is checked on loopback. When pid is in another network namespace the
+// connection is made from inside it.
+func CheckHTTP(ctx context.Context, pid int, host string, port int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	addr := hostPort(reachableHost(host), port)
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return dialInNetns(ctx, pid, addr)
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true, Proxy: nil}}
+	var last error
+	delay := 20 * time.Millisecond
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+DefaultMetricsPath, nil)
+		if err != nil {
+			return &AttachError{Reason: ReasonHTTPCheckFailed, Msg: "build request", Err: err}
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("HTTP status %s", resp.Status)
+		}
+		last = err
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &AttachError{Reason: ReasonHTTPCheckFailed, Msg: fmt.Sprintf(
+				"agent loaded but http://%s%s did not answer 200 within %s", addr, DefaultMetricsPath, timeout), Err: last}
+		case <-t.C:
+		}
+		delay = min(delay*2, 500*time.Millisecond)
+	}
+}
+
+// dialInNetns dials addr over TCP from the network namespace of pid. When that is this process's namespace it
+// dials normally. Otherwise it joins the namespace on a locked OS thread (setns of a network namespace affects
+// only the calling thread), dials there, and switches the thread back; the thread is unlocked only when it is
+// verified back in its own namespace, and otherwise discarded with the goroutine. A socket keeps the namespace
+// it was created in, so the connection works from any thread afterwards.
+func dialInNetns(ctx context.Context, pid int, addr string) (net.Conn, error) {
+	same, err := sameNetns(pid)
+	if err != nil {
+		return nil, err
+	}
+	if same {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		c, err := dialOnThreadInNetns(ctx, pid, addr)
+		done <- result{c, err}
+	}()
+	r := <-done
+	return r.conn, r.err
+}
+
+func dialOnThreadInNetns(ctx context.Context, pid int, addr string) (net.Conn, error) {
+	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(orig)
+	target, err := unix.Open(path.Join(procRoot, strconv.Itoa(pid), "ns", "net"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, procErr(pid, err)
+	}
+	err = unix.Setns(target, unix.CLONE_NEWNET)
+	unix.Close(target)
+	if err != nil {
+		return nil, fmt.Errorf("setns: %w", err)
+	}
+	var d net.Dialer
+	conn, dialErr := d.DialContext(ctx, "tcp", addr)
+	if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, fmt.Errorf("setns back: %w", err)
+	}
+	var want, now unix.Stat_t
+	if unix.Fstat(orig, &want) != nil || unix.Stat("/proc/thread-self/ns/net", &now) != nil || want.Ino != now.Ino || want.Dev != now.Dev {
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, errors.New("setns back: thread not in its namespace")
+	}
+	runtime.UnlockOSThread()
+	return conn, dialErr
+}
+
+// sameNetns reports whether pid is in the network namespace of the calling thread (every thread that runs
+// ordinary goroutines is in the process's own namespace).
+func sameNetns(pid int) (bool, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var self, target unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(path.Join(procRoot, strconv.Itoa(pid), "ns", "net"), &target); err != nil {
+		return false, procErr(pid, err)
+	}
+	return self.Dev == target.Dev && self.Ino == target.Ino, nil
+}
+
+// Scrape fetches http://<host>:<port>/metrics from the network namespace of pid and returns the body. An empty
+// or unspecified host is reached on loopback.
+func Scrape(ctx context.Context, pid int, host string, port int) (string, error) {
+	addr := hostPort(reachableHost(host), port)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return dialInNetns(ctx, pid, addr)
+	}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+DefaultMetricsPath, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(bufio.NewReader(io.LimitReader(resp.Body, 16<<20)))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return string(body), fmt.Errorf("scrape %s: HTTP status %s", addr, resp.Status)
+	}
+	return string(body), nil
+}

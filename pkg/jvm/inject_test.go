@@ -1,0 +1,571 @@
+package jvm
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
+)
+
+var heapMetric = regexp.MustCompile(`(?m)^jvm_memory_bytes_used\{area="heap"\} ([0-9]+)$`)
+
+// testTargetDir returns a fresh directory for the agent files, readable by every user, removed after the test.
+func testTargetDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "jvm-target-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "agent")
+}
+
+// attachSocketExists reports whether the JVM has started its attach listener, which it does only after a
+// SIGQUIT with a trigger file present (or an earlier attach).
+func attachSocketExists(t *testing.T, j JVM) bool {
+	t.Helper()
+	_, err := os.Lstat(filepath.Join("/proc", strconv.Itoa(j.PID), "root", "tmp", ".java_pid"+strconv.Itoa(j.NSPID)))
+	return err == nil
+}
+
+// assertUntouched checks that the JVM is alive and was never signalled: no attach listener, no thread dump.
+func assertUntouched(t *testing.T, jv *jvmtest.JVM) {
+	t.Helper()
+	if !jv.Alive() {
+		t.Fatalf("JVM %d died; output:\n%s", jv.Pid, jv.Output())
+	}
+	j, err := Inspect(jv.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attachSocketExists(t, j) {
+		t.Errorf("JVM %d has an attach socket: it was signalled", jv.Pid)
+	}
+	if strings.Contains(jv.Output(), "Full thread dump") {
+		t.Errorf("JVM %d printed a thread dump: it got SIGQUIT", jv.Pid)
+	}
+}
+
+func requireOK(t *testing.T, res InjectResult) {
+	t.Helper()
+	if res.Status != OutcomeOK {
+		t.Fatalf("inject: %+v", res)
+	}
+}
+
+func scrapeHeap(t *testing.T, pid int, port int) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := Scrape(ctx, pid, "127.0.0.1", port)
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	m := heapMetric.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no heap metric in:\n%s", body)
+	}
+	v, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestDiscoverFindsJVMWithoutPerfData(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp, JVMArgs: []string{"-XX:-UsePerfData"}})
+	jvms, err := Discover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *JVM
+	for i := range jvms {
+		if jvms[i].PID == jv.Pid {
+			found = &jvms[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("Discover did not list JVM %d: %+v", jv.Pid, jvms)
+	}
+	if found.NSPID != jv.Pid {
+		t.Errorf("NSPID = %d, want %d (same namespace)", found.NSPID, jv.Pid)
+	}
+	if found.MainClass != jvmtest.SampleMainClass {
+		t.Errorf("MainClass = %q, want %q", found.MainClass, jvmtest.SampleMainClass)
+	}
+	if !strings.HasPrefix(found.JavaVersion, "17") {
+		t.Errorf("JavaVersion = %q, want 17.x", found.JavaVersion)
+	}
+	if found.UID != os.Geteuid() || found.Age <= 0 || found.Age > time.Hour {
+		t.Errorf("uid %d age %s: implausible", found.UID, found.Age)
+	}
+	if _, err := os.Stat(filepath.Join("/tmp", "hsperfdata_root", strconv.Itoa(jv.Pid))); err == nil {
+		t.Errorf("hsperfdata exists although -XX:-UsePerfData")
+	}
+}
+
+func TestDiscoverNeverReportsNonJVMs(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	sleepPath, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A binary named java that is not a JVM, with a java-like command line.
+	fakeJava := filepath.Join(t.TempDir(), "java")
+	data, err := os.ReadFile(sleepPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fakeJava, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	procs := []*exec.Cmd{exec.Command(sleepPath, "60"), exec.Command(fakeJava, "60")}
+	for _, c := range procs {
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+	jvms, err := Discover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range procs {
+		for _, j := range jvms {
+			if j.PID == c.Process.Pid {
+				t.Errorf("Discover reported non-JVM %d (%v)", j.PID, j.Args)
+			}
+		}
+		if _, err := Inspect(c.Process.Pid); !errors.Is(err, ErrNotJVM) {
+			t.Errorf("Inspect(%d) = %v, want ErrNotJVM", c.Process.Pid, err)
+		}
+	}
+}
+
+func TestNonJVMIsNeverSignalled(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	sleep := exec.Command("sleep", "60")
+	sleep.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- sleep.Wait() }()
+	t.Cleanup(func() { sleep.Process.Kill(); <-exited })
+
+	in := newTestInjector(t, WithTargetDir(testTargetDir(t)))
+	res := in.Inject(context.Background(), sleep.Process.Pid, loopbackAgent(freePort(t)))
+	if res.Status != OutcomeError || res.Reason != ReasonNotJVM {
+		t.Fatalf("inject into sleep: %+v, want error %s", res, ReasonNotJVM)
+	}
+	// SIGQUIT's default action would have ended sleep; give a stray signal time to land.
+	select {
+	case err := <-exited:
+		t.Fatalf("sleep exited: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+func TestInjectServesMBeanMetric(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	port := freePort(t)
+	dir := testTargetDir(t)
+	res := newTestInjector(t, WithTargetDir(dir)).Inject(context.Background(), jv.Pid, loopbackAgent(port))
+	requireOK(t, res)
+	if res.NSPID != jv.Pid || res.AgentPath != filepath.Join(dir, jvmtest.AgentJarName) || res.JavaVersion == "" {
+		t.Errorf("result fields: %+v", res)
+	}
+	if heap := scrapeHeap(t, jv.Pid, port); heap <= 0 {
+		t.Errorf("heap used = %d, want > 0", heap)
+	}
+	// The trigger files are gone.
+	for _, p := range []string{filepath.Join(jv.WorkDir, ".attach_pid"+strconv.Itoa(jv.Pid)), "/tmp/.attach_pid" + strconv.Itoa(jv.Pid)} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("trigger %s left behind", p)
+		}
+	}
+}
+
+func TestSecondInjectReportsAlreadyInjected(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	port := freePort(t)
+	in := newTestInjector(t, WithTargetDir(testTargetDir(t)))
+	requireOK(t, in.Inject(context.Background(), jv.Pid, loopbackAgent(port)))
+	res := in.Inject(context.Background(), jv.Pid, loopbackAgent(port))
+	if res.Status != OutcomeAlreadyInjected || !res.OK() {
+		t.Fatalf("second inject: %+v, want %s", res, OutcomeAlreadyInjected)
+	}
+	// Another port is refused rather than loading a second exporter.
+	other := in.Inject(context.Background(), jv.Pid, loopbackAgent(freePort(t)))
+	if other.Status != OutcomeError || other.Reason != ReasonNotListening {
+		t.Errorf("inject on another port: %+v, want %s", other, ReasonNotListening)
+	}
+	if !jv.Alive() {
+		t.Fatalf("JVM died: %s", jv.Output())
+	}
+	if n := strings.Count(jv.Output(), "serving /metrics"); n != 1 {
+		t.Errorf("agent started %d times, want 1", n)
+	}
+	scrapeHeap(t, jv.Pid, port)
+}
+
+func TestYoungJVMIsWaitedForNotKilled(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	const minAge = 5 * time.Second
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	j, err := Inspect(jv.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Age >= minAge {
+		t.Fatalf("JVM already %s old; the test needs a younger one", j.Age)
+	}
+	in := newTestInjector(t, WithMinAge(minAge), WithTargetDir(testTargetDir(t)))
+
+	// A cancelled wait gives up without touching the JVM.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	res := in.Inject(ctx, jv.Pid, loopbackAgent(freePort(t)))
+	cancel()
+	if res.Reason != ReasonTooYoung {
+		t.Fatalf("cancelled inject: %+v, want %s", res, ReasonTooYoung)
+	}
+	assertUntouched(t, jv)
+
+	port := freePort(t)
+	requireOK(t, in.Inject(context.Background(), jv.Pid, loopbackAgent(port)))
+	after, err := Inspect(jv.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Age < minAge {
+		t.Errorf("injected at age %s, before the minimum age %s", after.Age, minAge)
+	}
+	if !jv.Alive() {
+		t.Fatalf("JVM died: %s", jv.Output())
+	}
+	scrapeHeap(t, jv.Pid, port)
+}
+
+func TestPrecheckFailuresLeaveJVMUntouched(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	noAgentClass := filepath.Join(dir, "no-agent-class.jar")
+	if err := jvmtest.WriteJar(noAgentClass, "", map[string]string{"Premain-Class": jvmtest.AgentClass}); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyPort := busy.Addr().(*net.TCPAddr).Port
+
+	cases := []struct {
+		name  string
+		agent Agent
+		want  Reason
+	}{
+		{"bad YAML", Agent{Jar: testAgentJar, Config: write("bad.yaml", "rules: [\n  - pattern: x\n"), Port: freePort(t)}, ReasonConfigInvalid},
+		{"unknown key", Agent{Jar: testAgentJar, Config: write("typo.yaml", "rule:\n- pattern: x\n"), Port: freePort(t)}, ReasonConfigInvalid},
+		{"rules not a list", Agent{Jar: testAgentJar, Config: write("rules.yaml", "rules: yes\n"), Port: freePort(t)}, ReasonConfigInvalid},
+		{"missing config", Agent{Jar: testAgentJar, Config: filepath.Join(dir, "absent.yaml"), Port: freePort(t)}, ReasonConfigInvalid},
+		{"missing jar", Agent{Jar: filepath.Join(dir, "absent.jar"), Config: testConfig, Port: freePort(t)}, ReasonAgentJarInvalid},
+		{"jar without Agent-Class", Agent{Jar: noAgentClass, Config: testConfig, Port: freePort(t)}, ReasonAgentJarInvalid},
+		{"not a jar", Agent{Jar: testConfig, Config: testConfig, Port: freePort(t)}, ReasonAgentJarInvalid},
+		{"port in use", Agent{Jar: testAgentJar, Config: testConfig, Port: busyPort, Host: "127.0.0.1"}, ReasonPortInUse},
+		{"port out of range", Agent{Jar: testAgentJar, Config: testConfig, Port: 70000}, ReasonInvalidRequest},
+	}
+	in := newTestInjector(t, WithTargetDir(testTargetDir(t)))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := in.Inject(context.Background(), jv.Pid, tc.agent)
+			if res.Status != OutcomeError || res.Reason != tc.want {
+				t.Fatalf("inject: %+v, want reason %s", res, tc.want)
+			}
+			if res.Message == "" {
+				t.Errorf("no message")
+			}
+			assertUntouched(t, jv)
+		})
+	}
+}
+
+// TestLoadOnBusyPortWithoutPrecheckKillsJVM shows why the port pre-check exists: the test agent, like
+// jmx_exporter, calls System.exit when it cannot bind.
+func TestLoadOnBusyPortWithoutPrecheckKillsJVM(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	j, err := Inspect(jv.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := "127.0.0.1:" + strconv.Itoa(busy.Addr().(*net.TCPAddr).Port) + ":" + testConfig
+	_ = newTestInjector(t).LoadAgent(context.Background(), j, testAgentJar, opts)
+	select {
+	case <-jv.Exited():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("JVM survived an agent that could not bind; output:\n%s", jv.Output())
+	}
+}
+
+func TestDisableAttachMechanismGivesClearError(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	cases := []struct {
+		name string
+		opts jvmtest.Options
+	}{
+		{"command line", jvmtest.Options{App: testApp, JVMArgs: []string{"-XX:+DisableAttachMechanism"}}},
+		{"JAVA_TOOL_OPTIONS", jvmtest.Options{App: testApp, Env: []string{"JAVA_TOOL_OPTIONS=-XX:+DisableAttachMechanism"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			jv := jvmtest.StartJVM(t, tc.opts)
+			in := newTestInjector(t, WithTargetDir(testTargetDir(t)))
+			res := in.Inject(context.Background(), jv.Pid, loopbackAgent(freePort(t)))
+			if res.Reason != ReasonAttachDisabled || !strings.Contains(res.Message, "DisableAttachMechanism") {
+				t.Fatalf("inject: %+v, want %s naming the flag", res, ReasonAttachDisabled)
+			}
+			assertUntouched(t, jv)
+			// LoadAgent, which skips Inject's checks, refuses as well.
+			j, err := Inspect(jv.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := in.LoadAgent(context.Background(), j, testAgentJar, "1:/x"); ReasonOf(err) != ReasonAttachDisabled {
+				t.Fatalf("LoadAgent: %v, want %s", err, ReasonAttachDisabled)
+			}
+			assertUntouched(t, jv)
+		})
+	}
+}
+
+// TestAttachDisabledJVMTimesOutWithoutDying covers a JVM that disabled attach in a way Inspect cannot see (the
+// flag in a file given with -XX:Flags): the attach times out and the JVM survives the SIGQUIT.
+func TestAttachDisabledJVMTimesOutWithoutDying(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	flags := filepath.Join(t.TempDir(), "flags")
+	if err := os.WriteFile(flags, []byte("+DisableAttachMechanism\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(flags), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp, JVMArgs: []string{"-XX:Flags=" + flags}})
+	in := newTestInjector(t, WithAttachTimeout(2*time.Second), WithTargetDir(testTargetDir(t)))
+	res := in.Inject(context.Background(), jv.Pid, loopbackAgent(freePort(t)))
+	if res.Reason != ReasonAttachTimeout || !strings.Contains(res.Message, "attach disabled") {
+		t.Fatalf("inject: %+v, want %s", res, ReasonAttachTimeout)
+	}
+	if !jv.Alive() {
+		t.Fatalf("JVM died: %s", jv.Output())
+	}
+}
+
+func TestAgentStartFailureMapsToClearError(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	j, err := Inspect(jv.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = newTestInjector(t).LoadAgent(context.Background(), j, testAgentJar, jvmtest.AgentFailArg)
+	var ae *AttachError
+	if !errors.As(err, &ae) || ae.Reason != ReasonAgentStartFailed || ae.ReturnCode != ReturnStartFailed {
+		t.Fatalf("LoadAgent: %v, want %s with return code %d", err, ReasonAgentStartFailed, ReturnStartFailed)
+	}
+	if !jv.Alive() {
+		t.Fatalf("JVM died: %s", jv.Output())
+	}
+}
+
+func TestLoadAgentJarWithoutAgentClassMapsToClearError(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	j, err := Inspect(jv.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = newTestInjector(t).LoadAgent(context.Background(), j, "/nonexistent/agent.jar", "")
+	if ReasonOf(err) != ReasonAgentJarInvalid || !strings.Contains(err.Error(), "Agent-Class") {
+		t.Fatalf("LoadAgent: %v, want %s", err, ReasonAgentJarInvalid)
+	}
+	if !jv.Alive() {
+		t.Fatalf("JVM died: %s", jv.Output())
+	}
+}
+
+func TestLoadAgentRejectsOverlongArgumentBeforeSignalling(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	j, err := Inspect(jv.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = newTestInjector(t).LoadAgent(context.Background(), j, testAgentJar, strings.Repeat("x", MaxArgLength))
+	if ReasonOf(err) != ReasonArgsTooLong {
+		t.Fatalf("LoadAgent: %v, want %s", err, ReasonArgsTooLong)
+	}
+	assertUntouched(t, jv)
+}
+
+func TestInjectIntoJVMRunningAsOtherUser(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	const uid, gid = 65534, 65534
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp, Credential: &syscall.Credential{Uid: uid, Gid: gid}})
+	j, err := Inspect(jv.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.UID != uid || j.GID != gid {
+		t.Fatalf("JVM runs as %d:%d, want %d:%d", j.UID, j.GID, uid, gid)
+	}
+	port := freePort(t)
+	dir := testTargetDir(t)
+	res := newTestInjector(t, WithTargetDir(dir)).Inject(context.Background(), jv.Pid, loopbackAgent(port))
+	requireOK(t, res)
+	for _, p := range []string{dir, res.AgentPath, res.ConfigPath} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != uid || st.Gid != gid {
+			t.Errorf("%s owned by %d:%d, want %d:%d", p, st.Uid, st.Gid, uid, gid)
+		}
+	}
+	scrapeHeap(t, jv.Pid, port)
+	// The credential switch stayed on its own thread and was undone: every thread is still root.
+	allThreadsHaveCreds(t, 0, 0)
+}
+
+func TestInjectIntoJVMInOwnNamespaces(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp, PrivateNamespaces: true})
+	j, err := Inspect(jv.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.NSPID != 1 || j.PID == j.NSPID {
+		t.Fatalf("pid %d nspid %d: want nspid 1 in a new PID namespace", j.PID, j.NSPID)
+	}
+	port := freePort(t)
+	res := newTestInjector(t).Inject(context.Background(), jv.Pid, loopbackAgent(port))
+	requireOK(t, res)
+	if res.NSPID != 1 || res.AgentPath != DefaultTargetDir+"/"+jvmtest.AgentJarName {
+		t.Errorf("result: %+v", res)
+	}
+	// The files landed in the JVM's private /tmp (the work dir on the host), not in the host's /tmp.
+	if _, err := os.Stat(filepath.Join(jv.WorkDir, "handlerkit-jmx", jvmtest.AgentJarName)); err != nil {
+		t.Errorf("agent jar not in the JVM's /tmp: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(jv.WorkDir, ".java_pid1")); err != nil {
+		t.Errorf("attach socket not in the JVM's /tmp: %v", err)
+	}
+	scrapeHeap(t, jv.Pid, port)
+	again := newTestInjector(t).Inject(context.Background(), jv.Pid, loopbackAgent(port))
+	if again.Status != OutcomeAlreadyInjected {
+		t.Errorf("second inject: %+v", again)
+	}
+}
+
+func TestInjectIntoNewestJDK(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	const java = "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java"
+	if _, err := os.Stat(java); err != nil {
+		t.Skipf("no JDK 25 at %s", java)
+	}
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp, Java: java})
+	port := freePort(t)
+	res := newTestInjector(t, WithTargetDir(testTargetDir(t))).Inject(context.Background(), jv.Pid, loopbackAgent(port))
+	requireOK(t, res)
+	if !strings.HasPrefix(res.JavaVersion, "25") {
+		t.Errorf("JavaVersion = %q, want 25.x", res.JavaVersion)
+	}
+	scrapeHeap(t, jv.Pid, port)
+}
+
+// TestStaleAttachSocketIsReplaced covers a .java_pid file left by an earlier process with the same pid: nobody
+// listens on it, so it is replaced by starting the JVM's listener.
+func TestStaleAttachSocketIsReplaced(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	stale := "/tmp/.java_pid" + strconv.Itoa(jv.Pid)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	t.Cleanup(func() { os.Remove(stale) })
+	port := freePort(t)
+	requireOK(t, newTestInjector(t, WithTargetDir(testTargetDir(t))).Inject(context.Background(), jv.Pid, loopbackAgent(port)))
+	scrapeHeap(t, jv.Pid, port)
+}
+
+// TestInjectIntoJVMInOwnNetworkNamespace checks that the port pre-check and the HTTP check look at the JVM's
+// network namespace, not this process's: a port busy here is free there, and the agent is reached from inside.
+func TestInjectIntoJVMInOwnNetworkNamespace(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp, PrivateNamespaces: true, PrivateNetwork: true})
+	busyHere, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busyHere.Close()
+	port := busyHere.Addr().(*net.TCPAddr).Port
+	res := newTestInjector(t).Inject(context.Background(), jv.Pid, loopbackAgent(port))
+	requireOK(t, res)
+	scrapeHeap(t, jv.Pid, port)
+	// Now the port is busy in the JVM's namespace too: a second agent would not start.
+	if listening, err := PortListening(jv.Pid, port); err != nil || !listening {
+		t.Fatalf("PortListening in the JVM's namespace = %v, %v", listening, err)
+	}
+}

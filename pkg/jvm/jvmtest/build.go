@@ -1,0 +1,221 @@
+// Package jvmtest builds and runs real JVMs for tests, in the spirit of net/http/httptest.
+//
+// It ships two small Java programs as embedded source and compiles them with javac at run time:
+//
+//   - a test java agent (BuildTestAgent) that stands in for the Prometheus jmx_exporter agent: it takes the same
+//     agent argument, [host:]<port>:<config.yaml>, calls System.exit when it cannot start, and serves /metrics
+//     with values read from real MBeans;
+//   - a sample application (BuildSampleApp) that registers MBeans whose values change over time and runs until
+//     it is killed.
+//
+// StartJVM runs the sample application as a child process and kills it when the test ends.
+package jvmtest
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+//go:embed testdata/agent testdata/sampleapp
+var sources embed.FS
+
+const (
+	// AgentClass is the Agent-Class (and Premain-Class) of the test agent jar.
+	AgentClass = "dev.handlerkit.testagent.Agent"
+	// SampleMainClass is the main class of the sample application.
+	SampleMainClass = "dev.handlerkit.sample.SampleApp"
+	// SampleReadyLine is what the sample application prints on stdout once its MBeans are registered.
+	SampleReadyLine = "handlerkit sample app ready"
+	// AgentJarName is the file name BuildTestAgent gives the agent jar.
+	AgentJarName = "handlerkit-test-agent.jar"
+	// SampleJarName is the file name BuildSampleApp gives the application jar.
+	SampleJarName = "handlerkit-sample-app.jar"
+	// HeapMetric is the metric name under which the test agent reports java.lang:type=Memory HeapMemoryUsage.used.
+	HeapMetric = "jvm_memory_bytes_used"
+	// AgentFailArg is the agent argument that makes the test agent's agentmain throw, so that the target JVM
+	// reports a failed agent start without exiting.
+	AgentFailArg = "throw"
+)
+
+// javacTimeout bounds one javac run; javac on two shared cores takes a few seconds.
+const javacTimeout = 2 * time.Minute
+
+// App is a compiled sample application.
+type App struct {
+	// Jar is the absolute path of the runnable jar (its manifest names MainClass).
+	Jar string
+	// ClassesDir is the absolute path of the directory holding the compiled classes.
+	ClassesDir string
+	// MainClass is the fully qualified main class.
+	MainClass string
+}
+
+// BuildTestAgent compiles the test agent into dir with the javac found on PATH and returns the absolute path of
+// the agent jar. The jar's manifest carries Agent-Class and Premain-Class; it targets Java 8 so that it loads
+// into any JVM from 8 on.
+func BuildTestAgent(dir string) (string, error) {
+	classes, err := compile(dir, "testdata/agent", "agent-classes")
+	if err != nil {
+		return "", fmt.Errorf("build test agent: %w", err)
+	}
+	jar := filepath.Join(dir, AgentJarName)
+	attrs := map[string]string{"Agent-Class": AgentClass, "Premain-Class": AgentClass}
+	if err := WriteJar(jar, classes, attrs); err != nil {
+		return "", fmt.Errorf("build test agent: %w", err)
+	}
+	return jar, nil
+}
+
+// BuildSampleApp compiles the sample application into dir with the javac found on PATH and returns where it is.
+// Another package can copy App.Jar (or App.ClassesDir) into an image and run it with
+// `java -jar` or `java -cp <jar> <MainClass>`.
+func BuildSampleApp(dir string) (App, error) {
+	classes, err := compile(dir, "testdata/sampleapp", "sample-classes")
+	if err != nil {
+		return App{}, fmt.Errorf("build sample app: %w", err)
+	}
+	jar := filepath.Join(dir, SampleJarName)
+	if err := WriteJar(jar, classes, map[string]string{"Main-Class": SampleMainClass}); err != nil {
+		return App{}, fmt.Errorf("build sample app: %w", err)
+	}
+	return App{Jar: jar, ClassesDir: classes, MainClass: SampleMainClass}, nil
+}
+
+// compile writes the embedded sources under srcRoot into dir and compiles them into dir/<out>.
+func compile(dir, srcRoot, out string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	srcDir := filepath.Join(dir, out+"-src")
+	classes := filepath.Join(dir, out)
+	for _, d := range []string{srcDir, classes} {
+		if err := os.RemoveAll(d); err != nil {
+			return "", err
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	var files []string
+	err = fs.WalkDir(sources, srcRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := sources.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(srcDir, strings.TrimPrefix(path, srcRoot+"/"))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		files = append(files, target)
+		return os.WriteFile(target, data, 0o644)
+	})
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), javacTimeout)
+	defer cancel()
+	// --release 8 keeps the classes loadable by every JVM the exporter supports; -Xlint:-options silences the
+	// "release 8 is deprecated" note newer compilers print.
+	args := append([]string{"--release", "8", "-Xlint:-options", "-encoding", "UTF-8", "-d", classes}, files...)
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "javac", args...)
+	cmd.Stdout = &stderr
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("javac: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return classes, nil
+}
+
+// WriteJar writes a jar at jarPath holding every file under classesDir and a manifest with attrs (besides
+// Manifest-Version, which it always writes first). Tests use it to build deliberately broken agent jars, for
+// example one without Agent-Class.
+func WriteJar(jarPath, classesDir string, attrs map[string]string) error {
+	tmp := jarPath + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("write jar: %w", err)
+	}
+	defer os.Remove(tmp)
+	zw := zip.NewWriter(f)
+	if err := writeManifest(zw, attrs); err != nil {
+		f.Close()
+		return fmt.Errorf("write jar: %w", err)
+	}
+	if classesDir != "" {
+		err = filepath.WalkDir(classesDir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, err := filepath.Rel(classesDir, path)
+			if err != nil {
+				return err
+			}
+			w, err := zw.Create(filepath.ToSlash(rel))
+			if err != nil {
+				return err
+			}
+			src, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			_, err = io.Copy(w, src)
+			return err
+		})
+		if err != nil {
+			zw.Close()
+			f.Close()
+			return fmt.Errorf("write jar: %w", err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		f.Close()
+		return fmt.Errorf("write jar: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write jar: %w", err)
+	}
+	if err := os.Rename(tmp, jarPath); err != nil {
+		return fmt.Errorf("write jar: %w", err)
+	}
+	return nil
+}
+
+func writeManifest(zw *zip.Writer, attrs map[string]string) error {
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("Manifest-Version: 1.0\r\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s: %s\r\n", k, attrs[k])
+	}
+	b.WriteString("Created-By: handlerkit jvmtest\r\n\r\n")
+	if _, err := zw.Create("META-INF/"); err != nil {
+		return err
+	}
+	w, err := zw.Create("META-INF/MANIFEST.MF")
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}

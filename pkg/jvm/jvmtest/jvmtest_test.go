@@ -1,0 +1,91 @@
+package jvmtest
+
+import (
+	"archive/zip"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestBuildTestAgentWritesAgentClassManifest(t *testing.T) {
+	jar, err := BuildTestAgent(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.OpenReader(jar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	var manifest string
+	var hasClass bool
+	for _, f := range zr.File {
+		switch {
+		case f.Name == "META-INF/MANIFEST.MF":
+			rc, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			manifest = string(b)
+		case f.Name == strings.ReplaceAll(AgentClass, ".", "/")+".class":
+			hasClass = true
+		}
+	}
+	if !strings.Contains(manifest, "Agent-Class: "+AgentClass+"\r\n") {
+		t.Errorf("manifest lacks Agent-Class: %q", manifest)
+	}
+	if !hasClass {
+		t.Errorf("jar lacks the compiled agent class")
+	}
+}
+
+func TestStartJVMRunsSampleAppUntilStopped(t *testing.T) {
+	app, err := BuildSampleApp(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(app.Jar); err != nil {
+		t.Fatal(err)
+	}
+	j := StartJVM(t, Options{App: app})
+	if !j.Alive() {
+		t.Fatalf("JVM %d not alive after ready line", j.Pid)
+	}
+	if err := j.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if j.Alive() {
+		t.Fatalf("JVM %d still alive after Stop", j.Pid)
+	}
+	if _, err := os.Stat(j.WorkDir); !os.IsNotExist(err) {
+		t.Errorf("work dir %s left behind: %v", j.WorkDir, err)
+	}
+}
+
+func TestStartJVMInPrivateNamespacesGetsPidOne(t *testing.T) {
+	app, err := BuildSampleApp(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := StartJVM(t, Options{App: app, PrivateNamespaces: true})
+	status, err := os.ReadFile("/proc/" + itoa(j.Pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nspid string
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "NSpid:") {
+			f := strings.Fields(line)
+			nspid = f[len(f)-1]
+		}
+	}
+	if nspid != "1" {
+		t.Fatalf("nspid = %q, want 1", nspid)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

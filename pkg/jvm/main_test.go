@@ -1,0 +1,91 @@
+package jvm
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
+)
+
+// Built once per test binary, and only when a test needs a JVM: javac takes seconds, and fuzz workers, which run
+// TestMain again and again, need none of it.
+var (
+	testAgentJar string
+	testApp      jvmtest.App
+	testConfig   string
+	buildDir     string
+	buildOnce    sync.Once
+	buildErr     error
+)
+
+const validConfig = `lowercaseOutputName: true
+rules:
+- pattern: ".*"
+`
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// needJava compiles the test agent and sample application on first use.
+func needJava(t testing.TB) {
+	t.Helper()
+	buildOnce.Do(func() { buildErr = buildJava() })
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+}
+
+func buildJava() error {
+	dir, err := os.MkdirTemp("", "jvm-test-")
+	if err != nil {
+		return err
+	}
+	buildDir = dir
+	// JVMs in tests run as other users too; they must reach these files.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	if testAgentJar, err = jvmtest.BuildTestAgent(dir); err != nil {
+		return err
+	}
+	if testApp, err = jvmtest.BuildSampleApp(dir); err != nil {
+		return err
+	}
+	testConfig = filepath.Join(dir, "config.yaml")
+	return os.WriteFile(testConfig, []byte(validConfig), 0o644)
+}
+
+// freePort returns a loopback TCP port that is free right now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// newTestInjector returns an injector whose minimum age is zero: StartJVM returns only after the application
+// printed its ready line, long after the JVM installed its signal handlers. Tests of the age wait set it.
+func newTestInjector(t testing.TB, opts ...Option) *Injector {
+	t.Helper()
+	in, err := NewInjector(append([]Option{WithMinAge(0), WithAttachTimeout(20 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func loopbackAgent(port int) Agent {
+	return Agent{Jar: testAgentJar, Config: testConfig, Port: port, Host: "127.0.0.1"}
+}

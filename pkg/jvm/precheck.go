@@ -1,0 +1,238 @@
+package jvm
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// maxManifestSize bounds the manifest read from an agent jar.
+const maxManifestSize = 1 << 20
+
+// maxConfigSize bounds the exporter configuration read from disk.
+const maxConfigSize = 4 << 20
+
+// CheckAgentJar checks that file is a readable jar whose manifest names an Agent-Class, and returns that class.
+// A jar without one makes the JVM fail the load (return code 100) after it was already signalled.
+func CheckAgentJar(file string) (string, error) {
+	zr, err := zip.OpenReader(file)
+	if err != nil {
+		return "", &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s", file), Err: err}
+	}
+	defer zr.Close()
+	for _, f := range zr.File {
+		if !strings.EqualFold(f.Name, "META-INF/MANIFEST.MF") {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return "", &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s: manifest", file), Err: err}
+		}
+		data, err := io.ReadAll(io.LimitReader(rc, maxManifestSize))
+		rc.Close()
+		if err != nil {
+			return "", &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s: manifest", file), Err: err}
+		}
+		class := ParseManifest(data)["Agent-Class"]
+		if class == "" {
+			return "", &AttachError{Reason: ReasonAgentJarInvalid,
+				Msg: fmt.Sprintf("agent jar %s: manifest has no Agent-Class attribute", file)}
+		}
+		return class, nil
+	}
+	return "", &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s has no META-INF/MANIFEST.MF", file)}
+}
+
+// ParseManifest returns the main section of a jar manifest. Continuation lines (starting with one space) are
+// joined to the line before, as the jar specification defines.
+func ParseManifest(data []byte) map[string]string {
+	attrs := map[string]string{}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), maxManifestSize)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if line == "" {
+			break // end of the main section
+		}
+		if strings.HasPrefix(line, " ") && len(lines) > 0 {
+			lines[len(lines)-1] += line[1:]
+			continue
+		}
+		lines = append(lines, line)
+	}
+	for _, l := range lines {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		attrs[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return attrs
+}
+
+// ExporterConfigKeys are the top-level keys of a Prometheus jmx_exporter configuration that CheckExporterConfig
+// accepts.
+var ExporterConfigKeys = []string{
+	"startDelaySeconds", "hostPort", "jmxUrl", "username", "password", "ssl",
+	"lowercaseOutputName", "lowercaseOutputLabelNames",
+	"includeObjectNames", "excludeObjectNames", "whitelistObjectNames", "blacklistObjectNames",
+	"autoExcludeObjectNameAttributes", "includeObjectNameAttributes", "excludeObjectNameAttributes",
+	"metricCustomizers", "rules", "httpServer", "openTelemetry",
+}
+
+// CheckExporterConfig checks that file holds a jmx_exporter configuration: YAML whose top level is a mapping
+// (or empty) with only known keys (ExporterConfigKeys plus extraKeys) and the right kinds of values for the keys
+// the exporter reads at start. jmx_exporter calls System.exit on a configuration it cannot read, taking the
+// application down, so this runs before the JVM is touched. Unknown keys are refused because a misspelt key,
+// such as "rule", silently changes what is exported.
+func CheckExporterConfig(file string, extraKeys ...string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return &AttachError{Reason: ReasonConfigInvalid, Msg: "exporter config", Err: err}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return &AttachError{Reason: ReasonConfigInvalid, Msg: "exporter config", Err: err}
+	}
+	if len(data) > maxConfigSize {
+		return &AttachError{Reason: ReasonConfigInvalid, Msg: fmt.Sprintf("exporter config %s is larger than %d bytes", file, maxConfigSize)}
+	}
+	if err := ValidateExporterConfig(data, extraKeys...); err != nil {
+		return &AttachError{Reason: ReasonConfigInvalid, Msg: fmt.Sprintf("exporter config %s", file), Err: err}
+	}
+	return nil
+}
+
+// ValidateExporterConfig is CheckExporterConfig for configuration bytes.
+func ValidateExporterConfig(data []byte, extraKeys ...string) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("not valid YAML: %w", err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil // an empty file: the exporter uses its defaults
+	}
+	top := doc.Content[0]
+	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
+		return nil
+	}
+	if top.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: the top level must be a mapping of settings", top.Line)
+	}
+	known := map[string]bool{}
+	for _, k := range ExporterConfigKeys {
+		known[k] = true
+	}
+	for _, k := range extraKeys {
+		known[k] = true
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		key, val := top.Content[i], top.Content[i+1]
+		if key.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: keys must be plain strings", key.Line)
+		}
+		name := key.Value
+		if !known[name] {
+			return fmt.Errorf("line %d: unknown top-level key %q (known: %s)", key.Line, name, strings.Join(sortedKeys(known), ", "))
+		}
+		if seen[name] {
+			return fmt.Errorf("line %d: duplicate key %q", key.Line, name)
+		}
+		seen[name] = true
+		if err := checkValueKind(name, val); err != nil {
+			return fmt.Errorf("line %d: %s: %w", val.Line, name, err)
+		}
+	}
+	if seen["hostPort"] && seen["jmxUrl"] {
+		return errors.New("at most one of hostPort and jmxUrl may be set")
+	}
+	return nil
+}
+
+func checkValueKind(name string, val *yaml.Node) error {
+	switch name {
+	case "lowercaseOutputName", "lowercaseOutputLabelNames", "ssl":
+		if val.Kind != yaml.ScalarNode || val.Tag != "!!bool" {
+			return errors.New("must be true or false")
+		}
+	case "startDelaySeconds":
+		if val.Kind != yaml.ScalarNode || val.Tag != "!!int" {
+			return errors.New("must be a whole number of seconds")
+		}
+		if n, err := strconv.Atoi(val.Value); err != nil || n < 0 {
+			return errors.New("must be a whole number of seconds")
+		}
+	case "includeObjectNames", "excludeObjectNames", "whitelistObjectNames", "blacklistObjectNames":
+		if val.Kind != yaml.SequenceNode {
+			return errors.New("must be a list of ObjectName patterns")
+		}
+		for _, item := range val.Content {
+			if item.Kind != yaml.ScalarNode {
+				return errors.New("must be a list of ObjectName patterns")
+			}
+		}
+	case "rules":
+		if val.Kind != yaml.SequenceNode {
+			return errors.New("must be a list of rules")
+		}
+		for _, item := range val.Content {
+			if item.Kind != yaml.MappingNode {
+				return fmt.Errorf("line %d: each rule must be a mapping", item.Line)
+			}
+		}
+	case "hostPort", "jmxUrl", "username", "password":
+		if val.Kind != yaml.ScalarNode {
+			return errors.New("must be a string")
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PortListening reports whether some socket listens on TCP port in the network namespace of process pid, read
+// from /proc/<pid>/net/tcp and tcp6. Any listener counts, whatever its address, because the exporter's bind
+// would fail on it.
+func PortListening(pid, port int) (bool, error) {
+	found := false
+	for _, name := range []string{"tcp", "tcp6"} {
+		data, err := os.ReadFile(path.Join(procRoot, strconv.Itoa(pid), "net", name))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && name == "tcp6" {
+				continue // IPv6 disabled in that namespace
+			}
+			return false, procErr(pid, err)
+		}
+		socks, err := ParseNetTCP(data)
+		if err != nil {
+			return false, fmt.Errorf("pid %d: %w", pid, err)
+		}
+		for _, s := range socks {
+			if s.State == TCPListen && s.LocalPort == port {
+				found = true
+			}
+		}
+	}
+	return found, nil
+}

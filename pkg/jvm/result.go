@@ -1,0 +1,137 @@
+package jvm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Reason is a machine-readable cause of an injection result. The operator branches on it, so values never change
+// meaning.
+type Reason string
+
+// Reasons reported in InjectResult.Reason.
+const (
+	// ReasonNotJVM: the pid is not a HotSpot JVM; it was not signalled.
+	ReasonNotJVM Reason = "not-jvm"
+	// ReasonProcessGone: the process ended, or its pid was reused, during the injection.
+	ReasonProcessGone Reason = "process-gone"
+	// ReasonTooYoung: the context ended while waiting for the JVM to reach the minimum age.
+	ReasonTooYoung Reason = "too-young"
+	// ReasonAttachDisabled: the JVM runs with -XX:+DisableAttachMechanism.
+	ReasonAttachDisabled Reason = "attach-disabled"
+	// ReasonSignalNotHandled: the JVM does not handle SIGQUIT (-Xrs, -XX:+ReduceSignalUsage, or not yet
+	// initialised), so SIGQUIT would kill it; it was not signalled.
+	ReasonSignalNotHandled Reason = "sigquit-not-handled"
+	// ReasonAgentJarInvalid: the agent jar is missing, unreadable, or has no Agent-Class.
+	ReasonAgentJarInvalid Reason = "agent-jar-invalid"
+	// ReasonConfigInvalid: the exporter configuration does not parse or has unexpected keys or types.
+	ReasonConfigInvalid Reason = "config-invalid"
+	// ReasonPortInUse: the port already has a listener in the target's network namespace.
+	ReasonPortInUse Reason = "port-in-use"
+	// ReasonArgsTooLong: the agent argument is longer than the attach protocol allows.
+	ReasonArgsTooLong Reason = "args-too-long"
+	// ReasonCopyFailed: the agent jar or config could not be placed into the target's filesystem.
+	ReasonCopyFailed Reason = "copy-failed"
+	// ReasonAttachTimeout: the JVM did not open its attach socket in time.
+	ReasonAttachTimeout Reason = "attach-timeout"
+	// ReasonConnectFailed: the attach socket could not be connected or talked to.
+	ReasonConnectFailed Reason = "connect-failed"
+	// ReasonAgentLoadFailed: the JVM refused or failed to load the agent.
+	ReasonAgentLoadFailed Reason = "agent-load-failed"
+	// ReasonAgentStartFailed: the agent was loaded but its agentmain failed.
+	ReasonAgentStartFailed Reason = "agent-start-failed"
+	// ReasonNotListening: an agent was loaded before (marker present) but its port does not listen; it is not
+	// loaded twice.
+	ReasonNotListening Reason = "agent-not-listening"
+	// ReasonHTTPCheckFailed: the agent was loaded but its port did not answer HTTP in time.
+	ReasonHTTPCheckFailed Reason = "http-check-failed"
+	// ReasonInvalidRequest: the request itself is invalid (port out of range, bad host).
+	ReasonInvalidRequest Reason = "invalid-request"
+	// ReasonInternal: any other failure.
+	ReasonInternal Reason = "internal"
+)
+
+// Outcome is the overall result of one injection.
+type Outcome string
+
+// Outcomes reported in InjectResult.Status.
+const (
+	// OutcomeOK: the agent was loaded and its port answered.
+	OutcomeOK Outcome = "ok"
+	// OutcomeAlreadyInjected: the agent had been loaded before and its port listens; nothing was done. It is a
+	// success.
+	OutcomeAlreadyInjected Outcome = "already-injected"
+	// OutcomeError: the injection failed; Reason and Message say why.
+	OutcomeError Outcome = "error"
+)
+
+// InjectResult is the machine-readable result of injecting the agent into one JVM. `jmx-attach inject` prints
+// one per JVM as a single JSON line, and the operator reads it back with ParseInjectResult.
+type InjectResult struct {
+	// PID is the JVM's pid in the injector's PID namespace.
+	PID int `json:"pid"`
+	// NSPID is the JVM's pid in its own PID namespace, as the container sees it.
+	NSPID int `json:"nspid,omitempty"`
+	// MainClass is the JVM's main class or jar, when known.
+	MainClass string `json:"mainClass,omitempty"`
+	// Status is the outcome.
+	Status Outcome `json:"status"`
+	// Reason classifies a failure; empty on success.
+	Reason Reason `json:"reason,omitempty"`
+	// Message is a human-readable explanation.
+	Message string `json:"message,omitempty"`
+	// Host and Port are where the agent serves metrics, in the JVM's network namespace.
+	Host string `json:"host,omitempty"`
+	Port int    `json:"port"`
+	// AgentPath and ConfigPath are the agent jar and config as the JVM sees them (inside its container).
+	AgentPath  string `json:"agentPath,omitempty"`
+	ConfigPath string `json:"configPath,omitempty"`
+	// JavaVersion is the JVM's version, when known.
+	JavaVersion string `json:"javaVersion,omitempty"`
+}
+
+// OK reports whether the result is a success (ok or already-injected).
+func (r InjectResult) OK() bool {
+	return r.Status == OutcomeOK || r.Status == OutcomeAlreadyInjected
+}
+
+// MarshalLine encodes r as one line of JSON, without the trailing newline.
+func (r InjectResult) MarshalLine() ([]byte, error) {
+	return json.Marshal(r)
+}
+
+// ParseInjectResult decodes one result line written by MarshalLine (surrounding white space is ignored). It
+// rejects unknown fields, unknown outcomes and an error without a reason, so a changed producer is noticed.
+func ParseInjectResult(line []byte) (InjectResult, error) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return InjectResult{}, errors.New("parse inject result: empty line")
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var r InjectResult
+	if err := dec.Decode(&r); err != nil {
+		return InjectResult{}, fmt.Errorf("parse inject result: %w", err)
+	}
+	if dec.More() {
+		return InjectResult{}, errors.New("parse inject result: trailing data after the JSON object")
+	}
+	switch r.Status {
+	case OutcomeOK, OutcomeAlreadyInjected:
+	case OutcomeError:
+		if r.Reason == "" {
+			return InjectResult{}, errors.New("parse inject result: error without a reason")
+		}
+	default:
+		return InjectResult{}, fmt.Errorf("parse inject result: unknown status %q", r.Status)
+	}
+	if r.PID <= 0 {
+		return InjectResult{}, fmt.Errorf("parse inject result: invalid pid %d", r.PID)
+	}
+	if r.Port < 0 || r.Port > 65535 {
+		return InjectResult{}, fmt.Errorf("parse inject result: invalid port %d", r.Port)
+	}
+	return r, nil
+}
