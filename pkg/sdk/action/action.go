@@ -1,0 +1,379 @@
+// Package action writes Kubernetes objects for handlers: Create, Update,
+// UpdateStatus, Patch (merge, JSON, strategic merge and server-side apply)
+// and Delete. Every call writes the server's reply back into the object, so
+// the caller sees the new resourceVersion, defaults and status. Bad input
+// (a nil object, an object without kind, a kind the server does not serve)
+// returns a clear error; nothing panics.
+//
+// The package-level functions use sdk.Default(); For gives a Writer on an
+// explicit Operator.
+package action
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/handlerkit/handlerkit/pkg/sdk"
+	"github.com/handlerkit/handlerkit/pkg/sdk/internal/convert"
+)
+
+// DefaultFieldManager names the writer in managedFields for server-side
+// apply when WithFieldManager is not given.
+const DefaultFieldManager = "handlerkit"
+
+// PatchType says how Patch interprets its data.
+type PatchType = types.PatchType
+
+// The patch types Patch accepts.
+const (
+	// MergePatch is an RFC 7386 JSON merge patch.
+	MergePatch = types.MergePatchType
+	// JSONPatch is an RFC 6902 list of operations.
+	JSONPatch = types.JSONPatchType
+	// StrategicMergePatch merges lists by key; built-in kinds only.
+	StrategicMergePatch = types.StrategicMergePatchType
+	// ApplyPatch is server-side apply; nil data applies the object itself.
+	ApplyPatch = types.ApplyPatchType
+)
+
+// Option tunes one write.
+type Option func(*options)
+
+type options struct {
+	fieldManager  string
+	dryRun        bool
+	force         bool
+	propagation   *metav1.DeletionPropagation
+	gracePeriod   *int64
+	preconditions *metav1.Preconditions
+}
+
+// WithFieldManager names the writer in managedFields. Server-side apply
+// defaults to DefaultFieldManager; other writes let the server choose.
+func WithFieldManager(name string) Option { return func(o *options) { o.fieldManager = name } }
+
+// DryRun asks the server to validate and answer without persisting.
+func DryRun() Option { return func(o *options) { o.dryRun = true } }
+
+// Force makes server-side apply take ownership of conflicting fields.
+func Force() Option { return func(o *options) { o.force = true } }
+
+// WithPropagationPolicy sets how Delete treats dependents (Orphan,
+// Background or Foreground).
+func WithPropagationPolicy(p metav1.DeletionPropagation) Option {
+	return func(o *options) { o.propagation = &p }
+}
+
+// WithGracePeriod sets Delete's grace period in seconds.
+func WithGracePeriod(seconds int64) Option { return func(o *options) { o.gracePeriod = &seconds } }
+
+// WithPreconditions makes Delete fail unless the object still has this uid
+// and resourceVersion (empty values are not checked).
+func WithPreconditions(uid types.UID, resourceVersion string) Option {
+	return func(o *options) {
+		p := metav1.Preconditions{}
+		if uid != "" {
+			p.UID = &uid
+		}
+		if resourceVersion != "" {
+			p.ResourceVersion = &resourceVersion
+		}
+		o.preconditions = &p
+	}
+}
+
+func collect(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+func (o options) dryRunValue() []string {
+	if o.dryRun {
+		return []string{metav1.DryRunAll}
+	}
+	return nil
+}
+
+// Writer writes through one Operator.
+type Writer struct{ op *sdk.Operator }
+
+// For returns a Writer on op.
+func For(op *sdk.Operator) *Writer { return &Writer{op: op} }
+
+func defaultWriter() (*Writer, error) {
+	op, err := sdk.Default()
+	if err != nil {
+		return nil, err
+	}
+	return For(op), nil
+}
+
+// Create creates obj with the Default Operator.
+func Create(obj runtime.Object, opts ...Option) error {
+	w, err := defaultWriter()
+	if err != nil {
+		return err
+	}
+	return w.Create(context.Background(), obj, opts...)
+}
+
+// Update replaces obj with the Default Operator. obj's resourceVersion guards
+// against lost updates.
+func Update(obj runtime.Object, opts ...Option) error {
+	w, err := defaultWriter()
+	if err != nil {
+		return err
+	}
+	return w.Update(context.Background(), obj, opts...)
+}
+
+// UpdateStatus writes obj's status subresource with the Default Operator.
+func UpdateStatus(obj runtime.Object, opts ...Option) error {
+	w, err := defaultWriter()
+	if err != nil {
+		return err
+	}
+	return w.UpdateStatus(context.Background(), obj, opts...)
+}
+
+// Patch patches obj with the Default Operator.
+func Patch(obj runtime.Object, pt PatchType, data []byte, opts ...Option) error {
+	w, err := defaultWriter()
+	if err != nil {
+		return err
+	}
+	return w.Patch(context.Background(), obj, pt, data, opts...)
+}
+
+// Delete deletes obj with the Default Operator.
+func Delete(obj runtime.Object, opts ...Option) error {
+	w, err := defaultWriter()
+	if err != nil {
+		return err
+	}
+	return w.Delete(context.Background(), obj, opts...)
+}
+
+// target is a resolved object: its kind, resource and client.
+type target struct {
+	gvk       schema.GroupVersionKind
+	client    dynamic.ResourceInterface
+	mapping   *meta.RESTMapping
+	namespace string
+	name      string
+}
+
+func (w *Writer) resolve(verb string, obj runtime.Object, needName bool) (*target, error) {
+	if w == nil || w.op == nil {
+		return nil, fmt.Errorf("action: %s: nil Writer", verb)
+	}
+	if convert.IsNil(obj) {
+		return nil, fmt.Errorf("action: %s: %w", verb, convert.ErrNilObject)
+	}
+	gvk, err := w.op.KindOf(obj)
+	if err != nil {
+		return nil, fmt.Errorf("action: %s: %w", verb, err)
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, fmt.Errorf("action: %s %s: %w", verb, gvk.Kind, err)
+	}
+	mapping, err := w.op.RESTMapping(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("action: %s: %w", verb, err)
+	}
+	t := &target{gvk: gvk, mapping: mapping, namespace: m.GetNamespace(), name: m.GetName()}
+	if needName && t.name == "" {
+		return nil, fmt.Errorf("action: %s %s: metadata.name is empty", verb, gvk.Kind)
+	}
+	if !needName && t.name == "" && m.GetGenerateName() == "" {
+		return nil, fmt.Errorf("action: %s %s: metadata.name and metadata.generateName are empty", verb, gvk.Kind)
+	}
+	res := w.op.DynamicClient().Resource(mapping.Resource)
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		if t.namespace == "" {
+			return nil, fmt.Errorf("action: %s %s %q: metadata.namespace is empty", verb, gvk.Kind, t.name)
+		}
+		t.client = res.Namespace(t.namespace)
+	} else {
+		t.namespace = ""
+		t.client = res
+	}
+	return t, nil
+}
+
+// writeBack replaces obj with the server's reply.
+func writeBack(obj runtime.Object, reply *unstructured.Unstructured) error {
+	if err := convert.Into(obj, reply); err != nil {
+		return fmt.Errorf("action: write the reply back into %T: %w", obj, err)
+	}
+	return nil
+}
+
+// Create creates obj and writes the created object back into it.
+func (w *Writer) Create(ctx context.Context, obj runtime.Object, opts ...Option) error {
+	t, err := w.resolve("create", obj, false)
+	if err != nil {
+		return err
+	}
+	o := collect(opts)
+	u, err := convert.ToUnstructured(obj, t.gvk)
+	if err != nil {
+		return fmt.Errorf("action: create %s: %w", t.gvk.Kind, err)
+	}
+	reply, err := t.client.Create(ctx, u, metav1.CreateOptions{FieldManager: o.fieldManager, DryRun: o.dryRunValue()})
+	if err != nil {
+		return err
+	}
+	return writeBack(obj, reply)
+}
+
+// Update replaces obj and writes the stored object back into it.
+func (w *Writer) Update(ctx context.Context, obj runtime.Object, opts ...Option) error {
+	return w.update(ctx, "update", obj, opts, false)
+}
+
+// UpdateStatus writes obj's status subresource and writes the stored object
+// back into it.
+func (w *Writer) UpdateStatus(ctx context.Context, obj runtime.Object, opts ...Option) error {
+	return w.update(ctx, "update status", obj, opts, true)
+}
+
+func (w *Writer) update(ctx context.Context, verb string, obj runtime.Object, opts []Option, status bool) error {
+	t, err := w.resolve(verb, obj, true)
+	if err != nil {
+		return err
+	}
+	o := collect(opts)
+	u, err := convert.ToUnstructured(obj, t.gvk)
+	if err != nil {
+		return fmt.Errorf("action: %s %s: %w", verb, t.gvk.Kind, err)
+	}
+	uo := metav1.UpdateOptions{FieldManager: o.fieldManager, DryRun: o.dryRunValue()}
+	var reply *unstructured.Unstructured
+	if status {
+		reply, err = t.client.UpdateStatus(ctx, u, uo)
+	} else {
+		reply, err = t.client.Update(ctx, u, uo)
+	}
+	if err != nil {
+		return err
+	}
+	return writeBack(obj, reply)
+}
+
+// Patch applies data of type pt to the object named by obj and writes the
+// patched object back into obj. For ApplyPatch, nil data applies obj itself
+// as the desired state (without resourceVersion and managedFields).
+func (w *Writer) Patch(ctx context.Context, obj runtime.Object, pt PatchType, data []byte, opts ...Option) error {
+	t, err := w.resolve("patch", obj, true)
+	if err != nil {
+		return err
+	}
+	o := collect(opts)
+	po := metav1.PatchOptions{FieldManager: o.fieldManager, DryRun: o.dryRunValue()}
+	switch pt {
+	case MergePatch, JSONPatch, StrategicMergePatch:
+		if len(data) == 0 {
+			return fmt.Errorf("action: patch %s %q: empty %s patch", t.gvk.Kind, t.name, pt)
+		}
+		if o.force {
+			return errors.New("action: Force applies only to server-side apply")
+		}
+	case ApplyPatch:
+		if po.FieldManager == "" {
+			po.FieldManager = DefaultFieldManager
+		}
+		if o.force {
+			po.Force = &o.force
+		}
+		if len(data) == 0 {
+			u, err := convert.ToUnstructured(obj, t.gvk)
+			if err != nil {
+				return fmt.Errorf("action: apply %s: %w", t.gvk.Kind, err)
+			}
+			u.SetResourceVersion("")
+			u.SetManagedFields(nil)
+			unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+			if data, err = json.Marshal(u.Object); err != nil {
+				return fmt.Errorf("action: apply %s: %w", t.gvk.Kind, err)
+			}
+		}
+	default:
+		return fmt.Errorf("action: patch %s %q: unsupported patch type %q", t.gvk.Kind, t.name, pt)
+	}
+	reply, err := t.client.Patch(ctx, t.name, pt, data, po)
+	if err != nil {
+		return err
+	}
+	return writeBack(obj, reply)
+}
+
+// Delete deletes the object named by obj. When the server answers with the
+// object (it is still finalizing, or the kind returns deleted objects), that
+// state is written back into obj; when it answers with a bare status, obj is
+// left as it was.
+func (w *Writer) Delete(ctx context.Context, obj runtime.Object, opts ...Option) error {
+	t, err := w.resolve("delete", obj, true)
+	if err != nil {
+		return err
+	}
+	o := collect(opts)
+	do := metav1.DeleteOptions{
+		TypeMeta:           metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"},
+		DryRun:             o.dryRunValue(),
+		PropagationPolicy:  o.propagation,
+		GracePeriodSeconds: o.gracePeriod,
+		Preconditions:      o.preconditions,
+	}
+	body, err := json.Marshal(&do)
+	if err != nil {
+		return fmt.Errorf("action: delete %s: %w", t.gvk.Kind, err)
+	}
+	// The dynamic client drops DELETE's reply, so this one call goes
+	// through a plain REST request to keep it.
+	raw, err := w.op.Clientset().CoreV1().RESTClient().Delete().
+		AbsPath(resourcePath(t)...).
+		SetHeader("Accept", "application/json").
+		SetHeader("Content-Type", "application/json").
+		Body(body).
+		Do(ctx).Raw()
+	if err != nil {
+		return err
+	}
+	reply := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &reply.Object); err != nil {
+		return fmt.Errorf("action: delete %s %q: decode reply: %w", t.gvk.Kind, t.name, err)
+	}
+	if reply.GetKind() == "Status" || reply.GetKind() == "" {
+		return nil
+	}
+	return writeBack(obj, reply)
+}
+
+func resourcePath(t *target) []string {
+	gv := t.mapping.Resource.GroupVersion()
+	p := []string{"/apis", gv.Group, gv.Version}
+	if gv.Group == "" {
+		p = []string{"/api", gv.Version}
+	}
+	if t.namespace != "" {
+		p = append(p, "namespaces", t.namespace)
+	}
+	return append(p, t.mapping.Resource.Resource, t.name)
+}

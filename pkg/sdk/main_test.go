@@ -1,0 +1,54 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/handlerkit/handlerkit/pkg/testenv"
+)
+
+// One control plane serves every test of the package; each test uses its
+// own namespace. It starts on first use so pure unit tests need no cluster.
+var shared struct {
+	once sync.Once
+	env  *testenv.Environment
+	err  error
+}
+
+// SharedEnv returns the package's control plane, starting it on first use.
+func SharedEnv(t testing.TB) *testenv.Environment {
+	t.Helper()
+	shared.once.Do(func() { shared.env, shared.err = testenv.Start(context.Background()) })
+	if shared.err != nil {
+		t.Fatalf("starting the control plane: %v", shared.err)
+	}
+	return shared.env
+}
+
+// TrackerSize reports how many keys of a watch hold pending or final state.
+func (o *Operator) TrackerSize(watch string) (pending, final int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, w := range o.watches {
+		if w.name == watch {
+			if r := w.run(); r != nil {
+				return r.tracker.size()
+			}
+		}
+	}
+	return 0, 0
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.env != nil {
+		if err := shared.env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

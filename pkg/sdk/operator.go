@@ -1,0 +1,323 @@
+package sdk
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/handlerkit/handlerkit/pkg/sdk/internal/convert"
+)
+
+// Operator watches kinds, queues their keys and runs a Handler on them. Build
+// one with New; the package-level Watch, Handle and Run use Default.
+type Operator struct {
+	cfg        config
+	restConfig *rest.Config
+	clientset  kubernetes.Interface
+	dynamic    dynamic.Interface
+	metadata   metadata.Interface
+	mapper     *restmapper.DeferredDiscoveryRESTMapper
+	hmetrics   *handlerMetrics
+	qmetrics   *queueMetrics
+	handlings  atomic.Uint64
+
+	mu      sync.Mutex
+	handler Handler
+	watches []*watch
+	running bool
+	state   runState
+	addr    string
+}
+
+type runState int
+
+const (
+	stateIdle runState = iota
+	stateStandby
+	stateLeading
+	stateStopping
+)
+
+// New returns an Operator for the cluster cfg points at. It contacts nothing
+// yet: discovery and informers start in Run.
+func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
+	if cfg == nil {
+		return nil, errors.New("sdk: nil rest.Config")
+	}
+	c := config{
+		scheme:          clientgoscheme.Scheme,
+		log:             logrus.StandardLogger(),
+		registerer:      prometheus.DefaultRegisterer,
+		metricsAddr:     DefaultMetricsAddr,
+		syncTimeout:     DefaultCacheSyncTimeout,
+		gracefulTimeout: DefaultGracefulTimeout,
+		retry:           retryPolicy{base: DefaultBaseDelay, max: DefaultMaxDelay, qps: DefaultQPS, burst: DefaultBurst},
+		discoveryMin:    time.Second,
+		discoveryMax:    time.Minute,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	switch {
+	case c.scheme == nil:
+		return nil, errors.New("sdk: nil scheme")
+	case c.log == nil:
+		return nil, errors.New("sdk: nil logger")
+	case c.registerer == nil:
+		return nil, errors.New("sdk: nil prometheus registerer")
+	case c.syncTimeout <= 0 || c.gracefulTimeout <= 0:
+		return nil, errors.New("sdk: cache sync and graceful timeouts must be positive")
+	case c.retry.base <= 0 || c.retry.max < c.retry.base:
+		return nil, fmt.Errorf("sdk: invalid backoff %s..%s", c.retry.base, c.retry.max)
+	case c.retry.qps <= 0 || c.retry.burst <= 0:
+		return nil, fmt.Errorf("sdk: invalid retry bucket qps=%v burst=%d", c.retry.qps, c.retry.burst)
+	case c.maxRetries < 0:
+		return nil, fmt.Errorf("sdk: negative max retries %d", c.maxRetries)
+	case c.discoveryMin <= 0 || c.discoveryMax < c.discoveryMin:
+		return nil, fmt.Errorf("sdk: invalid discovery backoff %s..%s", c.discoveryMin, c.discoveryMax)
+	}
+	if c.gatherer == nil {
+		if g, ok := c.registerer.(prometheus.Gatherer); ok {
+			c.gatherer = g
+		} else {
+			c.gatherer = prometheus.DefaultGatherer
+		}
+	}
+	restConfig := rest.CopyConfig(cfg)
+	clientset, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: clientset: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: dynamic client: %w", err)
+	}
+	md, err := metadata.NewForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: metadata client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: discovery client: %w", err)
+	}
+	hm, err := newHandlerMetrics(c.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: register metrics: %w", err)
+	}
+	qm, err := newQueueMetrics(c.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: register workqueue metrics: %w", err)
+	}
+	return &Operator{
+		cfg:        c,
+		restConfig: restConfig,
+		clientset:  clientset,
+		dynamic:    dyn,
+		metadata:   md,
+		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		hmetrics:   hm,
+		qmetrics:   qm,
+	}, nil
+}
+
+// Handle sets the handler for every watch that has no WithHandler of its
+// own. A later call replaces an earlier one; calls after Run started take
+// effect on the next Run.
+func (o *Operator) Handle(h Handler) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.handler = h
+}
+
+// Watch registers a watch on kind in apiVersion (for example "apps/v1",
+// "Deployment") in namespace ("" for all namespaces). resyncPeriod re-delivers
+// every cached object as an EventResync that often; 0 disables resync.
+// Choose hours, not seconds: level-driven handlers are woken by real changes,
+// and resync only papers over missed external state. Watches must be
+// registered before Run.
+func (o *Operator) Watch(apiVersion, kind, namespace string, resyncPeriod time.Duration, opts ...WatchOption) error {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	switch {
+	case err != nil:
+		return fmt.Errorf("sdk: watch %s: invalid apiVersion %q: %w", kind, apiVersion, err)
+	case gv.Version == "":
+		return fmt.Errorf("sdk: watch %s: apiVersion %q has no version", kind, apiVersion)
+	case kind == "":
+		return fmt.Errorf("sdk: watch in %q: empty kind", apiVersion)
+	case resyncPeriod < 0:
+		return fmt.Errorf("sdk: watch %s: negative resync period %s", kind, resyncPeriod)
+	}
+	wc := watchConfig{workers: 1}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&wc)
+		}
+	}
+	gvk := gv.WithKind(kind)
+	if wc.err != nil {
+		return fmt.Errorf("sdk: watch %s: %w", kind, wc.err)
+	}
+	if wc.workers < 1 {
+		return fmt.Errorf("sdk: watch %s: WithNumWorkers(%d): need at least 1", kind, wc.workers)
+	}
+	if _, err := labels.Parse(wc.labelSelector); err != nil {
+		return fmt.Errorf("sdk: watch %s: invalid label selector %q: %w", kind, wc.labelSelector, err)
+	}
+	if _, err := fields.ParseSelector(wc.fieldSelector); err != nil {
+		return fmt.Errorf("sdk: watch %s: invalid field selector %q: %w", kind, wc.fieldSelector, err)
+	}
+	if wc.name == "" {
+		wc.name = defaultWatchName(gvk, namespace)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.running {
+		return fmt.Errorf("sdk: watch %q: Watch called while Run is running", wc.name)
+	}
+	for _, w := range o.watches {
+		if w.name == wc.name {
+			return fmt.Errorf("sdk: watch name %q already used; give one of them WithName", wc.name)
+		}
+	}
+	w := &watch{op: o, name: wc.name, gvk: gvk, namespace: namespace, resync: resyncPeriod, cfg: wc}
+	workers := wc.workers
+	if wc.ownerOf != nil {
+		// Secondary watches feed their owners' queues and run no workers.
+		workers = 0
+	}
+	o.hmetrics.initWatch(w.name, workers)
+	o.watches = append(o.watches, w)
+	return nil
+}
+
+func defaultWatchName(gvk schema.GroupVersionKind, namespace string) string {
+	name := strings.ToLower(gvk.Kind)
+	if gvk.Group != "" {
+		name += "." + gvk.Group
+	}
+	if namespace != "" {
+		name += "/" + namespace
+	}
+	return name
+}
+
+// Ready reports readiness for /readyz: nil while standing by for leadership,
+// or while leading with every watch's cache synced; otherwise why not.
+func (o *Operator) Ready() error {
+	o.mu.Lock()
+	state, watches := o.state, o.watches
+	o.mu.Unlock()
+	switch state {
+	case stateIdle:
+		return errors.New("operator is not running")
+	case stateStandby:
+		return nil
+	case stateStopping:
+		return errors.New("operator is shutting down")
+	}
+	for _, w := range watches {
+		if !w.isSynced() {
+			return fmt.Errorf("watch %q (%s): cache not synced yet", w.name, w.gvk)
+		}
+	}
+	return nil
+}
+
+// MetricsAddr returns the address the metrics server is bound to while Run
+// runs, and "" before it binds or when the server is disabled.
+func (o *Operator) MetricsAddr() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.addr
+}
+
+// Registerer returns where the Operator registers its metrics; handlers can
+// register theirs there too.
+func (o *Operator) Registerer() prometheus.Registerer { return o.cfg.registerer }
+
+// Gatherer returns what the metrics server serves.
+func (o *Operator) Gatherer() prometheus.Gatherer { return o.cfg.gatherer }
+
+// Logger returns the Operator's logger.
+func (o *Operator) Logger() logrus.FieldLogger { return o.cfg.log }
+
+// Scheme returns the scheme that decides which kinds are typed.
+func (o *Operator) Scheme() *runtime.Scheme { return o.cfg.scheme }
+
+// RESTConfig returns a copy of the Operator's client configuration.
+func (o *Operator) RESTConfig() *rest.Config { return rest.CopyConfig(o.restConfig) }
+
+// Clientset returns the typed client for built-in kinds.
+func (o *Operator) Clientset() kubernetes.Interface { return o.clientset }
+
+// DynamicClient returns the client the action and query packages use for
+// live requests.
+func (o *Operator) DynamicClient() dynamic.Interface { return o.dynamic }
+
+// KindOf returns obj's group, version and kind as the Operator understands
+// it, with a clear error for nil objects and objects of unknown kind.
+func (o *Operator) KindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
+	return convert.KindOf(o.cfg.scheme, obj)
+}
+
+// RESTMapping maps gvk to its resource through discovery. A miss refreshes
+// the discovery cache once, so kinds installed after start are found.
+func (o *Operator) RESTMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	m, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil && meta.IsNoMatchError(err) {
+		o.mapper.Reset()
+		m, err = o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("the server does not serve kind %q in %q: %w", gvk.Kind, gvk.GroupVersion(), err)
+		}
+		return nil, fmt.Errorf("map kind %s: %w", gvk, err)
+	}
+	return m, nil
+}
+
+// CacheFor returns the synced cache of a running watch that holds every
+// object of gvk in namespace ("" asks for all namespaces), if there is one.
+// Metadata-only watches and watches with label or field selectors hold only
+// part of the kind and are never returned. query uses it to answer reads
+// from memory.
+func (o *Operator) CacheFor(gvk schema.GroupVersionKind, namespace string) (cache.Indexer, bool) {
+	o.mu.Lock()
+	watches := o.watches
+	o.mu.Unlock()
+	for _, w := range watches {
+		if w.gvk != gvk || w.cfg.metadataOnly || w.cfg.labelSelector != "" || w.cfg.fieldSelector != "" {
+			continue
+		}
+		if w.namespace != "" && w.namespace != namespace {
+			continue
+		}
+		if idx, ok := w.syncedIndexer(); ok {
+			return idx, true
+		}
+	}
+	return nil, false
+}

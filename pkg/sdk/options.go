@@ -1,0 +1,142 @@
+package sdk
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Defaults used by New when no option overrides them.
+const (
+	// DefaultMetricsAddr is where the metrics and probe server listens.
+	DefaultMetricsAddr = ":8383"
+	// DefaultCacheSyncTimeout bounds the wait for a watch's first list.
+	DefaultCacheSyncTimeout = 2 * time.Minute
+	// DefaultGracefulTimeout bounds how long Run waits for running handlers
+	// after its context ends.
+	DefaultGracefulTimeout = 30 * time.Second
+	// DefaultBaseDelay is the first retry delay of a failing key; it doubles
+	// on every further failure.
+	DefaultBaseDelay = 5 * time.Millisecond
+	// DefaultMaxDelay caps the per-key retry delay.
+	DefaultMaxDelay = 1000 * time.Second
+	// DefaultQPS is the steady rate of the retry bucket shared by all keys of
+	// a watch.
+	DefaultQPS = 10
+	// DefaultBurst is the size of that bucket.
+	DefaultBurst = 100
+)
+
+// Elector gates event handling on leadership. pkg/leader implements it.
+type Elector interface {
+	// Lead blocks until this replica leads or ctx ends. The returned context
+	// is cancelled when leadership is lost.
+	Lead(ctx context.Context) (context.Context, error)
+}
+
+// Option configures an Operator in New.
+type Option func(*config)
+
+type config struct {
+	scheme          *runtime.Scheme
+	log             logrus.FieldLogger
+	registerer      prometheus.Registerer
+	gatherer        prometheus.Gatherer
+	metricsAddr     string
+	elector         Elector
+	factories       []factoryConstructor
+	syncTimeout     time.Duration
+	gracefulTimeout time.Duration
+	retry           retryPolicy
+	limiter         func() workqueue.TypedRateLimiter[string]
+	maxRetries      int
+	discoveryMin    time.Duration
+	discoveryMax    time.Duration
+}
+
+// WithScheme sets the scheme that decides which kinds are delivered as typed
+// objects. The default is client-go's kubernetes/scheme.Scheme; add your CRD
+// types to a scheme of your own and pass it here.
+func WithScheme(s *runtime.Scheme) Option { return func(c *config) { c.scheme = s } }
+
+// WithLogger sets the logger. The default is logrus.StandardLogger().
+func WithLogger(l logrus.FieldLogger) Option { return func(c *config) { c.log = l } }
+
+// WithRegisterer sets where the framework's metrics are registered. The
+// default is prometheus.DefaultRegisterer.
+func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c.registerer = r } }
+
+// WithGatherer sets what /metrics serves. The default is the registerer when
+// it is also a Gatherer (as a *prometheus.Registry is), else
+// prometheus.DefaultGatherer.
+func WithGatherer(g prometheus.Gatherer) Option { return func(c *config) { c.gatherer = g } }
+
+// WithMetricsAddr sets the listen address of the metrics, /healthz and
+// /readyz server. The default is DefaultMetricsAddr (":8383"); "0" disables
+// the server; "127.0.0.1:0" picks a free loopback port (see MetricsAddr).
+func WithMetricsAddr(addr string) Option { return func(c *config) { c.metricsAddr = addr } }
+
+// WithElector makes Run handle events only while e says this replica leads.
+// The default is no elector: the replica always leads.
+func WithElector(e Elector) Option { return func(c *config) { c.elector = e } }
+
+// WithCacheSyncTimeout bounds the wait for each watch's cache to sync. The
+// default is DefaultCacheSyncTimeout.
+func WithCacheSyncTimeout(d time.Duration) Option { return func(c *config) { c.syncTimeout = d } }
+
+// WithGracefulTimeout bounds how long Run waits for running handlers once
+// its context ends; after it the handlers' context is cancelled and Run
+// returns. The default is DefaultGracefulTimeout.
+func WithGracefulTimeout(d time.Duration) Option { return func(c *config) { c.gracefulTimeout = d } }
+
+// WithBackoff sets the per-key exponential backoff after handler errors:
+// base doubles on every failure up to max. The defaults are DefaultBaseDelay
+// and DefaultMaxDelay. It combines with the bucket from WithRetryBucket.
+func WithBackoff(base, max time.Duration) Option {
+	return func(c *config) { c.retry.base, c.retry.max = base, max }
+}
+
+// WithRetryBucket sets the token bucket shared by all retries of one watch,
+// so that a storm of failures cannot flood the API server. The defaults are
+// DefaultQPS and DefaultBurst.
+func WithRetryBucket(qps float64, burst int) Option {
+	return func(c *config) { c.retry.qps, c.retry.burst = qps, burst }
+}
+
+// WithRateLimiter replaces the whole retry policy with limiters built by
+// newLimiter (called once per watch per run). It overrides WithBackoff and
+// WithRetryBucket.
+func WithRateLimiter(newLimiter func() workqueue.TypedRateLimiter[string]) Option {
+	return func(c *config) { c.limiter = newLimiter }
+}
+
+// WithMaxRetries makes a key give up after n failed handlings in a row (the
+// failure is logged and the key is forgotten until its next change). The
+// default, 0, retries forever.
+func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = n } }
+
+// WithDiscoveryBackoff sets how often Run retries discovery for a watched
+// kind that does not exist yet (a CRD not yet installed): first after min,
+// doubling up to max. The defaults are 1s and 1m.
+func WithDiscoveryBackoff(min, max time.Duration) Option {
+	return func(c *config) { c.discoveryMin, c.discoveryMax = min, max }
+}
+
+// retryPolicy builds the default limiter from the backoff and bucket values.
+type retryPolicy struct {
+	base, max time.Duration
+	qps       float64
+	burst     int
+}
+
+func (p retryPolicy) limiter() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](p.base, p.max),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(p.qps), p.burst)},
+	)
+}

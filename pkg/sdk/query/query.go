@@ -1,0 +1,294 @@
+// Package query reads Kubernetes objects for handlers. A kind the Operator
+// watches (fully, without selectors) is read from the watch's informer cache,
+// so a read per event costs no request; any other kind, or any read with
+// Live, goes to the API server. Every object returned is the caller's own
+// copy, safe to mutate.
+//
+// The package-level functions use sdk.Default(); For gives a Reader on an
+// explicit Operator.
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/handlerkit/handlerkit/pkg/sdk"
+	"github.com/handlerkit/handlerkit/pkg/sdk/internal/convert"
+)
+
+// Option tunes one read.
+type Option func(*options)
+
+type options struct {
+	live     bool
+	selector labels.Selector
+	err      error
+}
+
+// Live forces a read from the API server even for a watched kind, for the
+// rare read that must not be stale (for example right after a write).
+func Live() Option { return func(o *options) { o.live = true } }
+
+// WithLabelSelector restricts List to objects matching selector, in the
+// usual "app=web,tier!=db" syntax. It is an error with Get.
+func WithLabelSelector(selector string) Option {
+	return func(o *options) {
+		s, err := labels.Parse(selector)
+		if err != nil {
+			o.err = fmt.Errorf("query: invalid label selector %q: %w", selector, err)
+			return
+		}
+		o.selector = s
+	}
+}
+
+// MatchingLabels restricts List to objects carrying every given label. It
+// is an error with Get.
+func MatchingLabels(set map[string]string) Option {
+	return func(o *options) { o.selector = labels.SelectorFromSet(set) }
+}
+
+func collect(opts []Option) (options, error) {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o, o.err
+}
+
+var errNilReader = errors.New("query: Reader has no Operator")
+
+// Reader reads through one Operator.
+type Reader struct{ op *sdk.Operator }
+
+// For returns a Reader on op.
+func For(op *sdk.Operator) *Reader { return &Reader{op: op} }
+
+// Get fills into with the object named by into's namespace and name, using
+// the Default Operator. into is a typed object (kind from the scheme) or an
+// *unstructured.Unstructured with apiVersion and kind set. A missing object
+// gives an error for which apierrors.IsNotFound is true.
+func Get(into runtime.Object, opts ...Option) error {
+	return GetContext(context.Background(), into, opts...)
+}
+
+// GetContext is Get with a context.
+func GetContext(ctx context.Context, into runtime.Object, opts ...Option) error {
+	op, err := sdk.Default()
+	if err != nil {
+		return err
+	}
+	return For(op).Get(ctx, into, opts...)
+}
+
+// List fills into, a typed list (for example *corev1.PodList) or an
+// *unstructured.UnstructuredList with apiVersion and kind ("PodList") set,
+// with the objects in namespace ("" for all), using the Default Operator.
+func List(namespace string, into runtime.Object, opts ...Option) error {
+	return ListContext(context.Background(), namespace, into, opts...)
+}
+
+// ListContext is List with a context.
+func ListContext(ctx context.Context, namespace string, into runtime.Object, opts ...Option) error {
+	op, err := sdk.Default()
+	if err != nil {
+		return err
+	}
+	return For(op).List(ctx, namespace, into, opts...)
+}
+
+// Get is the package-level Get on r's Operator.
+func (r *Reader) Get(ctx context.Context, into runtime.Object, opts ...Option) error {
+	if r == nil || r.op == nil {
+		return errNilReader
+	}
+	o, err := collect(opts)
+	if err != nil {
+		return err
+	}
+	if o.selector != nil {
+		return errors.New("query: label selectors apply to List, not Get")
+	}
+	gvk, err := r.op.KindOf(into)
+	if err != nil {
+		return fmt.Errorf("query: get: %w", err)
+	}
+	if strings.HasSuffix(gvk.Kind, "List") {
+		return fmt.Errorf("query: get: %s is a list; use List", gvk.Kind)
+	}
+	m, err := meta.Accessor(into)
+	if err != nil {
+		return fmt.Errorf("query: get %s: %w", gvk.Kind, err)
+	}
+	name, ns := m.GetName(), m.GetNamespace()
+	if name == "" {
+		return fmt.Errorf("query: get %s: metadata.name is empty", gvk.Kind)
+	}
+	mapping, err := r.op.RESTMapping(gvk)
+	if err != nil {
+		return fmt.Errorf("query: get: %w", err)
+	}
+	namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
+	if namespaced && ns == "" {
+		return fmt.Errorf("query: get %s %q: metadata.namespace is empty", gvk.Kind, name)
+	}
+	if !namespaced {
+		ns = ""
+	}
+	if !o.live {
+		if idx, ok := r.op.CacheFor(gvk, ns); ok {
+			key := name
+			if ns != "" {
+				key = ns + "/" + name
+			}
+			obj, exists, err := idx.GetByKey(key)
+			if err != nil {
+				return fmt.Errorf("query: get %s %s from cache: %w", gvk.Kind, key, err)
+			}
+			if !exists {
+				return apierrors.NewNotFound(mapping.Resource.GroupResource(), name)
+			}
+			if err := convert.Into(into, obj.(runtime.Object)); err != nil {
+				return fmt.Errorf("query: get %s %s: %w", gvk.Kind, key, err)
+			}
+			into.GetObjectKind().SetGroupVersionKind(gvk)
+			return nil
+		}
+	}
+	u, err := r.op.DynamicClient().Resource(mapping.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if err := convert.Into(into, u); err != nil {
+		return fmt.Errorf("query: get %s %s: %w", gvk.Kind, name, err)
+	}
+	return nil
+}
+
+// List is the package-level List on r's Operator.
+func (r *Reader) List(ctx context.Context, namespace string, into runtime.Object, opts ...Option) error {
+	if r == nil || r.op == nil {
+		return errNilReader
+	}
+	o, err := collect(opts)
+	if err != nil {
+		return err
+	}
+	listGVK, err := r.op.KindOf(into)
+	if err != nil {
+		return fmt.Errorf("query: list: %w", err)
+	}
+	if !meta.IsListType(into) || !strings.HasSuffix(listGVK.Kind, "List") {
+		return fmt.Errorf("query: list: %T (%s) is not a list type", into, listGVK.Kind)
+	}
+	gvk := listGVK.GroupVersion().WithKind(strings.TrimSuffix(listGVK.Kind, "List"))
+	mapping, err := r.op.RESTMapping(gvk)
+	if err != nil {
+		return fmt.Errorf("query: list: %w", err)
+	}
+	if mapping.Scope.Name() == meta.RESTScopeNameRoot {
+		if namespace != "" {
+			return fmt.Errorf("query: list %s: kind is cluster-scoped; namespace must be empty, not %q", gvk.Kind, namespace)
+		}
+	}
+	selector := o.selector
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	if !o.live {
+		if idx, ok := r.op.CacheFor(gvk, namespace); ok {
+			return fillFromCache(idx, namespace, selector, into, gvk)
+		}
+	}
+	ul, err := r.op.DynamicClient().Resource(mapping.Resource).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return err
+	}
+	if err := convert.Into(into, ul); err != nil {
+		return fmt.Errorf("query: list %s: %w", gvk.Kind, err)
+	}
+	into.GetObjectKind().SetGroupVersionKind(listGVK)
+	return nil
+}
+
+// fillFromCache copies the matching cached objects, sorted by key for
+// stable output, into the list's own item type.
+func fillFromCache(idx cache.Indexer, namespace string, selector labels.Selector, into runtime.Object, gvk schema.GroupVersionKind) error {
+	var cached []runtime.Object
+	collectFn := func(obj any) {
+		if ro, ok := obj.(runtime.Object); ok {
+			cached = append(cached, ro)
+		}
+	}
+	var err error
+	if namespace == "" {
+		err = cache.ListAll(idx, selector, collectFn)
+	} else {
+		err = cache.ListAllByNamespace(idx, namespace, selector, collectFn)
+	}
+	if err != nil {
+		return fmt.Errorf("query: list %s from cache: %w", gvk.Kind, err)
+	}
+	sort.Slice(cached, func(i, j int) bool { return keyOf(cached[i]) < keyOf(cached[j]) })
+	items := make([]runtime.Object, 0, len(cached))
+	for _, c := range cached {
+		item, err := newItem(into)
+		if err != nil {
+			return fmt.Errorf("query: list %s: %w", gvk.Kind, err)
+		}
+		if err := convert.Into(item, c); err != nil {
+			return fmt.Errorf("query: list %s: %w", gvk.Kind, err)
+		}
+		item.GetObjectKind().SetGroupVersionKind(gvk)
+		items = append(items, item)
+	}
+	if err := meta.SetList(into, items); err != nil {
+		return fmt.Errorf("query: list %s: %w", gvk.Kind, err)
+	}
+	into.GetObjectKind().SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return nil
+}
+
+func keyOf(obj runtime.Object) string {
+	k, _ := cache.MetaNamespaceKeyFunc(obj)
+	return k
+}
+
+// newItem returns a fresh value of the list's item type.
+func newItem(list runtime.Object) (runtime.Object, error) {
+	if _, ok := list.(*unstructured.UnstructuredList); ok {
+		return &unstructured.Unstructured{}, nil
+	}
+	v := reflect.ValueOf(list)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("list %T is not a pointer to a struct", list)
+	}
+	items := v.Elem().FieldByName("Items")
+	if !items.IsValid() || items.Kind() != reflect.Slice {
+		return nil, fmt.Errorf("list %T has no Items slice", list)
+	}
+	elem := items.Type().Elem()
+	if elem.Kind() == reflect.Pointer {
+		elem = elem.Elem()
+	}
+	item, ok := reflect.New(elem).Interface().(runtime.Object)
+	if !ok {
+		return nil, fmt.Errorf("items of %T are not objects", list)
+	}
+	return item, nil
+}

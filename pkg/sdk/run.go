@@ -1,0 +1,312 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/handlerkit/handlerkit/pkg/metrics"
+)
+
+// Run serves metrics and probes, waits for leadership when an Elector is
+// set, starts every watch, waits for their caches to sync and handles events
+// until ctx ends. Then it stops taking keys, waits for running handlers up to
+// the graceful timeout, stops the informers and the metrics server, and
+// returns nil. It returns an error wrapping ErrLeadershipLost when leadership
+// ends first, and other errors for failures; it never panics.
+func (o *Operator) Run(ctx context.Context) error {
+	o.mu.Lock()
+	if o.running {
+		o.mu.Unlock()
+		return errors.New("sdk: Run is already running")
+	}
+	watches, handler := slices.Clone(o.watches), o.handler
+	if err := validate(watches, handler); err != nil {
+		o.mu.Unlock()
+		return err
+	}
+	o.running = true
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		o.running, o.state, o.addr = false, stateIdle, ""
+		o.mu.Unlock()
+	}()
+
+	stopServer, err := o.startServer()
+	if err != nil {
+		return err
+	}
+	// Deferred first, so it runs last: probes answer until the very end.
+	defer stopServer()
+
+	leadCtx := ctx
+	if o.cfg.elector != nil {
+		o.setState(stateStandby)
+		o.cfg.log.Info("waiting for leadership")
+		lc, err := o.cfg.elector.Lead(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("sdk: leader election: %w", err)
+		}
+		if lc == nil {
+			return errors.New("sdk: leader election: Elector returned a nil context")
+		}
+		// End the term on either context, whatever the Elector derived its
+		// context from.
+		var cancel context.CancelFunc
+		leadCtx, cancel = context.WithCancel(lc)
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		o.cfg.log.Info("leading")
+	}
+	o.setState(stateLeading)
+	if err := o.lead(leadCtx, watches, handler); err != nil {
+		return err
+	}
+	if ctx.Err() == nil {
+		return fmt.Errorf("sdk: %w", ErrLeadershipLost)
+	}
+	return nil
+}
+
+func validate(watches []*watch, handler Handler) error {
+	if len(watches) == 0 {
+		return errors.New("sdk: nothing to run: call Watch before Run")
+	}
+	for _, w := range watches {
+		if w.cfg.ownerOf == nil {
+			if w.cfg.handler == nil && handler == nil {
+				return fmt.Errorf("sdk: watch %q has no handler: call Handle or use WithHandler", w.name)
+			}
+			continue
+		}
+		if len(ownersOf(watches, w)) == 0 {
+			return fmt.Errorf("sdk: watch %q: WithOwnerOf(%s): no watch on that kind; add one with Watch",
+				w.name, w.cfg.ownerOf.GroupKind())
+		}
+	}
+	return nil
+}
+
+func ownersOf(watches []*watch, w *watch) []*watch {
+	var owners []*watch
+	for _, ow := range watches {
+		if ow.cfg.ownerOf == nil && ow.gvk.GroupKind() == w.cfg.ownerOf.GroupKind() {
+			owners = append(owners, ow)
+		}
+	}
+	return owners
+}
+
+func (o *Operator) setState(s runState) {
+	o.mu.Lock()
+	o.state = s
+	o.mu.Unlock()
+}
+
+// startServer binds the metrics server synchronously and serves it in the
+// background; the returned func stops it and waits.
+func (o *Operator) startServer() (func(), error) {
+	if o.cfg.metricsAddr == "0" {
+		return func() {}, nil
+	}
+	srv := metrics.NewServer(o.cfg.metricsAddr,
+		metrics.WithGatherer(o.cfg.gatherer),
+		metrics.WithReadyCheck(o.Ready),
+	)
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("sdk: metrics server: %w", err)
+	}
+	o.mu.Lock()
+	o.addr = srv.Addr()
+	o.mu.Unlock()
+	o.cfg.log.WithField("addr", srv.Addr()).Info("serving metrics and probes")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ctx); err != nil {
+			o.cfg.log.WithError(err).Error("metrics server stopped")
+		}
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// lead runs the watches for one leadership term and tears them down when
+// ctx ends or a watch fails.
+func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) (err error) {
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	// Handlers keep their context through shutdown so in-flight writes can
+	// finish; it is cancelled only when the graceful timeout runs out.
+	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	informerStop := make(chan struct{})
+
+	runs := make([]*watchRun, len(watches))
+	for i, w := range watches {
+		h := w.cfg.handler
+		if h == nil {
+			h = handler
+		}
+		var owners []*watch
+		if w.cfg.ownerOf != nil {
+			owners = ownersOf(watches, w)
+		}
+		runs[i] = w.newRun(h, owners)
+	}
+
+	var (
+		workers  sync.WaitGroup
+		starters sync.WaitGroup
+		fatal    = make(chan error, len(runs))
+	)
+	defer func() {
+		o.setState(stateStopping)
+		cancelRun()
+		starters.Wait()
+		for _, r := range runs {
+			r.queue.ShutDown()
+		}
+		o.drain(&workers, cancelHandlers)
+		close(informerStop)
+		for _, r := range runs {
+			if r.factory != nil {
+				r.factory.Shutdown()
+			}
+		}
+	}()
+
+	var initial, late []*watchRun
+	for _, r := range runs {
+		switch err := r.resolve(); {
+		case err == nil:
+			initial = append(initial, r)
+		case meta.IsNoMatchError(err):
+			late = append(late, r)
+		default:
+			return err
+		}
+	}
+	for _, r := range initial {
+		if err := r.startInformer(informerStop); err != nil {
+			return err
+		}
+	}
+	for _, r := range initial {
+		if err := o.waitSynced(runCtx, r); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	for _, r := range initial {
+		o.startWorkers(runCtx, handlerCtx, r, &workers)
+	}
+	for _, r := range late {
+		starters.Add(1)
+		go func() {
+			defer starters.Done()
+			if err := o.startLate(runCtx, handlerCtx, r, informerStop, &workers); err != nil {
+				fatal <- err
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-fatal:
+		return err
+	}
+}
+
+// startLate waits for a kind that is not served yet (typically a CRD not
+// installed yet), then starts its watch.
+func (o *Operator) startLate(ctx, handlerCtx context.Context, r *watchRun, stop <-chan struct{}, workers *sync.WaitGroup) error {
+	log := o.cfg.log.WithField("watch", r.w.name).WithField("kind", r.w.gvk.String())
+	delay := o.cfg.discoveryMin
+	for {
+		log.WithField("retry_in", delay).Warn("kind is not served by the API server yet (is its CRD installed?); retrying discovery")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		err := r.resolve()
+		if err == nil {
+			break
+		}
+		if !meta.IsNoMatchError(err) {
+			return err
+		}
+		delay = min(2*delay, o.cfg.discoveryMax)
+	}
+	log.Info("kind is served now; starting watch")
+	if err := r.startInformer(stop); err != nil {
+		return err
+	}
+	if err := o.waitSynced(ctx, r); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	o.startWorkers(ctx, handlerCtx, r, workers)
+	return nil
+}
+
+func (o *Operator) waitSynced(ctx context.Context, r *watchRun) error {
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, o.cfg.syncTimeout, true,
+		func(context.Context) (bool, error) { return r.informer.HasSynced(), nil })
+	if err != nil {
+		return fmt.Errorf("sdk: watch %q: cache did not sync within %s: %w", r.w.name, o.cfg.syncTimeout, err)
+	}
+	r.synced.Store(true)
+	return nil
+}
+
+func (o *Operator) startWorkers(runCtx, handlerCtx context.Context, r *watchRun, workers *sync.WaitGroup) {
+	if r.w.cfg.ownerOf != nil {
+		// Secondary watches only feed their owners' queues.
+		return
+	}
+	for range r.w.cfg.workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			r.work(runCtx, handlerCtx)
+		}()
+	}
+}
+
+// drain waits for the workers up to the graceful timeout, then cancels the
+// handlers' context and stops waiting for handlers that ignore it.
+func (o *Operator) drain(workers *sync.WaitGroup, cancelHandlers context.CancelFunc) {
+	done := make(chan struct{})
+	go func() { workers.Wait(); close(done) }()
+	timer := time.NewTimer(o.cfg.gracefulTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-timer.C:
+	}
+	o.cfg.log.WithField("timeout", o.cfg.gracefulTimeout).Warn("handlers still running after the graceful timeout; cancelling their context")
+	cancelHandlers()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		o.cfg.log.Error("handlers ignore context cancellation; leaving them behind")
+	}
+}

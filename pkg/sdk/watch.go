@@ -1,0 +1,398 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// watch is one registered Watch call. Its per-run state lives in a
+// watchRun so that a second Run starts from a clean slate.
+type watch struct {
+	op        *Operator
+	name      string
+	gvk       schema.GroupVersionKind
+	namespace string
+	resync    time.Duration
+	cfg       watchConfig
+
+	mu  sync.Mutex
+	cur *watchRun
+}
+
+// watchRun is the state of a watch during one leadership term.
+type watchRun struct {
+	w       *watch
+	handler Handler
+	owners  []*watch
+	queue   workqueue.TypedRateLimitingInterface[string]
+	tracker *tracker
+
+	// mapping, informer and factory are written once by start, before
+	// synced is set; readers check synced first.
+	mapping  *meta.RESTMapping
+	informer cache.SharedIndexInformer
+	factory  startableFactory
+	synced   atomic.Bool
+}
+
+// newRun resets the watch for a new leadership term.
+func (w *watch) newRun(handler Handler, owners []*watch) *watchRun {
+	limiter := w.op.cfg.retry.limiter()
+	if w.op.cfg.limiter != nil {
+		limiter = w.op.cfg.limiter()
+	}
+	r := &watchRun{
+		w:       w,
+		handler: handler,
+		owners:  owners,
+		tracker: newTracker(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{
+			Name:            w.name,
+			MetricsProvider: w.op.qmetrics,
+		}),
+	}
+	w.mu.Lock()
+	w.cur = r
+	w.mu.Unlock()
+	return r
+}
+
+func (w *watch) run() *watchRun {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cur
+}
+
+func (w *watch) isSynced() bool {
+	r := w.run()
+	return r != nil && r.synced.Load()
+}
+
+func (w *watch) syncedIndexer() (cache.Indexer, bool) {
+	r := w.run()
+	if r == nil || !r.synced.Load() {
+		return nil, false
+	}
+	return r.informer.GetIndexer(), true
+}
+
+// resolve maps the watched kind to its resource.
+func (r *watchRun) resolve() error {
+	m, err := r.w.op.RESTMapping(r.w.gvk)
+	if err != nil {
+		return err
+	}
+	if m.Scope.Name() == meta.RESTScopeNameRoot && r.w.namespace != "" {
+		return fmt.Errorf("sdk: watch %q: %s is cluster-scoped; its namespace must be empty, not %q", r.w.name, r.w.gvk.Kind, r.w.namespace)
+	}
+	r.mapping = m
+	return nil
+}
+
+// startInformer builds the informer from the first factory that knows the
+// resource and starts it.
+func (r *watchRun) startInformer(stop <-chan struct{}) error {
+	w, o := r.w, r.w.op
+	gvr := r.mapping.Resource
+	tweak := func(lo *metav1.ListOptions) {
+		lo.LabelSelector = w.cfg.labelSelector
+		lo.FieldSelector = w.cfg.fieldSelector
+	}
+	var (
+		f   startableFactory
+		inf cache.SharedIndexInformer
+	)
+	if w.cfg.metadataOnly {
+		f = untypedFactory{metadatainformer.NewFilteredSharedInformerFactory(o.metadata, w.resync, w.namespace, tweak)}
+		var err error
+		if inf, err = f.informerFor(gvr); err != nil {
+			return fmt.Errorf("sdk: watch %q: metadata informer: %w", w.name, err)
+		}
+	} else {
+		builtin := func(ns string, resync time.Duration, tweak func(*metav1.ListOptions)) startableFactory {
+			return typedFactory[informers.GenericInformer]{informers.NewFilteredSharedInformerFactory(o.clientset, resync, ns, tweak)}
+		}
+		for _, newFactory := range append(append([]factoryConstructor{}, o.cfg.factories...), builtin) {
+			cand := newFactory(w.namespace, w.resync, tweak)
+			if i, err := cand.informerFor(gvr); err == nil {
+				f, inf = cand, i
+				break
+			}
+		}
+		if f == nil {
+			f = untypedFactory{dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.dynamic, w.resync, w.namespace, tweak)}
+			var err error
+			if inf, err = f.informerFor(gvr); err != nil {
+				return fmt.Errorf("sdk: watch %q: dynamic informer: %w", w.name, err)
+			}
+		}
+	}
+	if err := inf.SetTransform(w.transform); err != nil {
+		return fmt.Errorf("sdk: watch %q: set transform: %w", w.name, err)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { r.notify(EventAdd, nil, obj) },
+		UpdateFunc: func(old, obj any) {
+			typ := EventUpdate
+			if sameResourceVersion(old, obj) {
+				typ = EventResync
+			}
+			r.notify(typ, old, obj)
+		},
+		DeleteFunc: func(obj any) { r.notify(EventDelete, nil, obj) },
+	}); err != nil {
+		return fmt.Errorf("sdk: watch %q: add event handler: %w", w.name, err)
+	}
+	r.informer, r.factory = inf, f
+	f.Start(stop)
+	return nil
+}
+
+func sameResourceVersion(a, b any) bool {
+	am, err1 := meta.Accessor(a)
+	bm, err2 := meta.Accessor(b)
+	return err1 == nil && err2 == nil && am.GetResourceVersion() == bm.GetResourceVersion()
+}
+
+// transform prepares an object for the cache: it strips managedFields,
+// converts unstructured objects of kinds the scheme knows to their typed
+// form once (instead of on every handling), runs the user's transforms and
+// stamps apiVersion and kind, which typed informers leave empty.
+func (w *watch) transform(obj any) (any, error) {
+	ro, ok := obj.(runtime.Object)
+	if !ok {
+		return obj, nil
+	}
+	if !w.cfg.keepManagedFields {
+		if a, err := meta.Accessor(ro); err == nil && a.GetManagedFields() != nil {
+			a.SetManagedFields(nil)
+		}
+	}
+	if u, ok := ro.(*unstructured.Unstructured); ok && !w.cfg.metadataOnly && w.op.cfg.scheme.Recognizes(w.gvk) {
+		typed, err := w.op.cfg.scheme.New(w.gvk)
+		if err != nil {
+			return nil, fmt.Errorf("sdk: watch %q: new %s: %w", w.name, w.gvk, err)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+			return nil, fmt.Errorf("sdk: watch %q: convert %s: %w", w.name, w.gvk, err)
+		}
+		ro = typed
+	}
+	for _, t := range w.cfg.transforms {
+		out, err := t(ro)
+		if err != nil {
+			return nil, fmt.Errorf("sdk: watch %q: transform: %w", w.name, err)
+		}
+		if out != nil {
+			ro = out
+		}
+	}
+	ro.GetObjectKind().SetGroupVersionKind(w.gvk)
+	return ro, nil
+}
+
+// notify is the informer's only way into the watch: filter, remember, enqueue.
+func (r *watchRun) notify(typ EventType, old, obj any) {
+	w := r.w
+	// A delete missed during a relist arrives as a tombstone holding the
+	// last state the cache knew.
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	ro, ok := obj.(runtime.Object)
+	if !ok {
+		w.op.cfg.log.WithField("watch", w.name).Warnf("ignoring %T from informer", obj)
+		return
+	}
+	w.op.hmetrics.events.WithLabelValues(w.name, string(typ)).Inc()
+	if len(w.cfg.predicates) > 0 {
+		oldObj, _ := old.(runtime.Object)
+		e := Event{Object: ro, Deleted: typ == EventDelete, Watch: w.name, Type: typ}
+		for _, p := range w.cfg.predicates {
+			if !p(oldObj, e) {
+				return
+			}
+		}
+	}
+	if w.cfg.ownerOf != nil {
+		r.enqueueOwner(ro)
+		return
+	}
+	key, err := cache.MetaNamespaceKeyFunc(ro)
+	if err != nil {
+		w.op.cfg.log.WithField("watch", w.name).WithError(err).Warn("cannot key object")
+		return
+	}
+	r.tracker.observe(key, typ, ro)
+	r.queue.Add(key)
+}
+
+// enqueueOwner puts the controller owner of obj on the owner watches.
+func (r *watchRun) enqueueOwner(obj runtime.Object) {
+	a, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	ref := metav1.GetControllerOfNoCopy(a)
+	if ref == nil {
+		return
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != r.w.cfg.ownerOf.Group || ref.Kind != r.w.cfg.ownerOf.Kind {
+		return
+	}
+	for _, ow := range r.owners {
+		owr := ow.run()
+		if owr == nil {
+			continue
+		}
+		key := ref.Name
+		if a.GetNamespace() != "" && ow.namespaced() {
+			key = a.GetNamespace() + "/" + ref.Name
+		}
+		owr.tracker.touch(key)
+		owr.queue.Add(key)
+	}
+}
+
+// namespaced reports whether the watched kind is namespaced, asking
+// discovery when the watch has not resolved it yet.
+func (w *watch) namespaced() bool {
+	if r := w.run(); r != nil && r.synced.Load() {
+		return r.mapping.Scope.Name() != meta.RESTScopeNameRoot
+	}
+	m, err := w.op.RESTMapping(w.gvk)
+	if err != nil {
+		return true
+	}
+	return m.Scope.Name() != meta.RESTScopeNameRoot
+}
+
+// work takes keys until the queue shuts down. Once runCtx ends it only
+// drains the queue without handling, so shutdown waits for handlings in
+// flight, not for the backlog.
+func (r *watchRun) work(runCtx, handlerCtx context.Context) {
+	for {
+		key, quit := r.queue.Get()
+		if quit {
+			return
+		}
+		if runCtx.Err() == nil {
+			r.process(handlerCtx, key)
+		}
+		r.queue.Done(key)
+	}
+}
+
+// process handles one key against the latest cached state.
+func (r *watchRun) process(ctx context.Context, key string) {
+	w, o := r.w, r.w.op
+	typ, _ := r.tracker.take(key)
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	log := o.cfg.log.WithFields(logrus.Fields{
+		"watch": w.name, "namespace": ns, "name": name,
+		"handling": fmt.Sprintf("%x", o.handlings.Add(1)),
+	})
+
+	var (
+		ev    Event
+		final runtime.Object
+	)
+	cached, exists, err := r.informer.GetIndexer().GetByKey(key)
+	switch {
+	case err != nil:
+		log.WithError(err).Error("cache lookup failed")
+		r.tracker.restore(key, typ)
+		r.queue.AddRateLimited(key)
+		return
+	case exists:
+		if typ == "" || typ == EventDelete {
+			typ = EventUpdate
+		}
+		ev = Event{Object: cached.(runtime.Object).DeepCopyObject(), Watch: w.name, Type: typ}
+	default:
+		f, ok := r.tracker.finalState(key)
+		if !ok {
+			// Gone, and its delete was handled or filtered out.
+			r.queue.Forget(key)
+			return
+		}
+		final = f
+		ev = Event{Object: f.DeepCopyObject(), Deleted: true, Watch: w.name, Type: EventDelete}
+		typ = EventDelete
+	}
+
+	result, herr := r.call(withLogger(ctx, log), log, ev)
+	o.hmetrics.handled.WithLabelValues(w.name, result).Inc()
+	switch result {
+	case resultSuccess:
+		r.queue.Forget(key)
+		r.tracker.forget(key, final)
+	case resultRequeueAfter:
+		r.queue.Forget(key)
+		r.tracker.restore(key, typ)
+		var ra *requeueAfter
+		_ = asRequeue(herr, &ra)
+		r.queue.AddAfter(key, ra.after)
+		log.WithField("after", ra.after).Debug("requeued")
+	case resultTerminal:
+		log.WithError(herr).Error("handler failed with a terminal error; not retrying")
+		r.queue.Forget(key)
+		r.tracker.forget(key, final)
+	default:
+		retries := r.queue.NumRequeues(key)
+		if max := o.cfg.maxRetries; max > 0 && retries >= max {
+			log.WithError(herr).WithField("retries", retries).Error("handler failed; giving up after max retries")
+			r.queue.Forget(key)
+			r.tracker.forget(key, final)
+			return
+		}
+		log.WithError(herr).WithField("retries", retries).Warn("handler failed; retrying with backoff")
+		r.tracker.restore(key, typ)
+		r.queue.AddRateLimited(key)
+	}
+}
+
+// call runs the handler with metrics and panic recovery, and classifies
+// the outcome.
+func (r *watchRun) call(ctx context.Context, log logrus.FieldLogger, ev Event) (result string, err error) {
+	hm, name := r.w.op.hmetrics, r.w.name
+	active := hm.active.WithLabelValues(name)
+	active.Inc()
+	start := time.Now()
+	defer func() {
+		hm.duration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		active.Dec()
+		if p := recover(); p != nil {
+			log.WithField("panic", p).WithField("stack", string(debug.Stack())).Error("handler panicked; retrying")
+			result, err = resultPanic, fmt.Errorf("handler panic: %v", p)
+		}
+	}()
+	err = r.handler.Handle(ctx, ev)
+	var ra *requeueAfter
+	switch {
+	case err == nil:
+		return resultSuccess, nil
+	case asRequeue(err, &ra):
+		return resultRequeueAfter, err
+	case IsTerminal(err):
+		return resultTerminal, err
+	}
+	return resultError, err
+}
