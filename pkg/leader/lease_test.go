@@ -1,0 +1,120 @@
+package leader_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/handlerkit/handlerkit/pkg/leader"
+)
+
+const leaseName = "test-operator-lease"
+
+// Short lease timings keep the tests quick; production uses 15s/10s/2s.
+const (
+	testLeaseDuration = 2 * time.Second
+	testRenewDeadline = 1500 * time.Millisecond
+	testRetryPeriod   = 200 * time.Millisecond
+)
+
+func newLease(t testing.TB, ns, pod string, reg *prometheus.Registry, opts ...leader.Option) *leader.Lease {
+	t.Helper()
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	base := []leader.Option{
+		leader.WithNamespace(ns), leader.WithPodName(pod), leader.WithRegisterer(reg),
+		leader.WithLeaseDurations(testLeaseDuration, testRenewDeadline, testRetryPeriod),
+		leader.WithLabelInterval(500 * time.Millisecond), leader.WithLogger(testLogger(t)),
+	}
+	l, err := leader.NewLease(env.Config(), leaseName, append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestLeaseFailoverWhenLeaderContextIsCancelled(t *testing.T) {
+	ns := newNamespace(t)
+	var rs []*replica
+	regs := map[string]*prometheus.Registry{}
+	for i := range 3 {
+		name := fmt.Sprintf("op-%d", i)
+		createPod(t, ns, name, operatorLabels)
+		regs[name] = prometheus.NewRegistry()
+		rs = append(rs, startReplica(t, name, newLease(t, ns, name, regs[name])))
+	}
+	eventually(t, 30*time.Second, "one replica leads", func() bool { return len(leaders(rs)) == 1 })
+	first := leaders(rs)[0]
+	eventually(t, 30*time.Second, "only the leader is labelled", onlyLabelled(t, ns, first.name))
+	if got := masterStatus(t, regs[first.name], leaseName); got != 1 {
+		t.Errorf("leader master status = %v, want 1", got)
+	}
+
+	first.cancel()
+	select {
+	case <-first.leadCtx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lead context did not end after cancel")
+	}
+	eventually(t, 30*time.Second, "another replica leads", func() bool {
+		l := leaders(rs)
+		return len(l) == 2 // the cancelled one still counts: its Lead returned leadership earlier
+	})
+	var second *replica
+	for _, r := range leaders(rs) {
+		if r != first {
+			second = r
+		}
+	}
+	eventually(t, 30*time.Second, "the label moves", onlyLabelled(t, ns, second.name))
+	eventually(t, 10*time.Second, "old leader's status drops to 0", func() bool {
+		return masterStatus(t, regs[first.name], leaseName) == 0
+	})
+	if got := masterStatus(t, regs[second.name], leaseName); got != 1 {
+		t.Errorf("new leader master status = %v, want 1", got)
+	}
+}
+
+func TestLeaseLossEndsLeadContextAndRemovesOwnLabel(t *testing.T) {
+	ns := newNamespace(t)
+	createPod(t, ns, "op-a", operatorLabels)
+	reg := prometheus.NewRegistry()
+	a := startReplica(t, "op-a", newLease(t, ns, "op-a", reg))
+	eventually(t, 30*time.Second, "op-a leads", a.leading)
+	eventually(t, 30*time.Second, "op-a labelled", onlyLabelled(t, ns, "op-a"))
+
+	// Someone else takes the lease over behind op-a's back, as after a network partition: op-a's renewals now fail.
+	leases := env.Clientset().CoordinationV1().Leases(ns)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			lease, err := leases.Get(context.Background(), leaseName, metav1.GetOptions{})
+			if err == nil {
+				intruder := "intruder"
+				lease.Spec.HolderIdentity = &intruder
+				now := metav1.NewMicroTime(time.Now())
+				lease.Spec.RenewTime = &now
+				_, _ = leases.Update(context.Background(), lease, metav1.UpdateOptions{})
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+
+	select {
+	case <-a.leadCtx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lead context did not end after the lease was lost")
+	}
+	eventually(t, 30*time.Second, "op-a's label is removed", func() bool { return len(labelledPods(t, ns)) == 0 })
+	eventually(t, 10*time.Second, "status drops to 0", func() bool { return masterStatus(t, reg, leaseName) == 0 })
+}

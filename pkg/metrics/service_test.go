@@ -1,0 +1,278 @@
+package metrics_test
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/handlerkit/handlerkit/pkg/metrics"
+	"github.com/handlerkit/handlerkit/pkg/testenv"
+)
+
+// serviceMonitorCRD is the smallest ServiceMonitor definition that makes discovery list the kind.
+func serviceMonitorCRD() *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "monitoring.coreos.com",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{
+				Plural: "servicemonitors", Singular: "servicemonitor", Kind: "ServiceMonitor", ListKind: "ServiceMonitorList",
+			},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &preserve,
+				}},
+			}},
+		},
+	}
+}
+
+func quietLogger() logrus.FieldLogger {
+	l := logrus.New()
+	l.SetLevel(logrus.WarnLevel)
+	return l
+}
+
+// TestEnsureService shares one control plane between its subtests; the ServiceMonitor subtests run last because
+// installing the CRD changes discovery for every namespace.
+func TestEnsureService(t *testing.T) {
+	env := testenv.New(t)
+	ctx := context.Background()
+	kube := env.Clientset()
+	dyn, err := dynamic.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newNS := func(t *testing.T) string {
+		ns, err := env.CreateNamespace(ctx, "metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	createPod := func(t *testing.T, ns, name string, labels map[string]string, owner *metav1.OwnerReference) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "operator", Image: "operator:test"}}},
+		}
+		if owner != nil {
+			pod.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// deploymentChain creates a Deployment and a ReplicaSet it controls, as the controllers would, and returns
+	// a controller reference to the ReplicaSet for a pod.
+	deploymentChain := func(t *testing.T, ns, name string) (*appsv1.Deployment, *metav1.OwnerReference) {
+		podLabels := map[string]string{"app": name}
+		template := corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "operator", Image: "operator:test"}}},
+		}
+		dep, err := kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+				Template: template,
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rsLabels := maps.Clone(podLabels)
+		rsLabels["pod-template-hash"] = "abc123"
+		template.Labels = rsLabels
+		rs, err := kube.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name + "-abc123", Namespace: ns, Labels: rsLabels,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(dep, appsv1.SchemeGroupVersion.WithKind("Deployment"))},
+			},
+			Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: rsLabels}, Template: template},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dep, metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))
+	}
+
+	t.Run("owned by the Deployment and named after it", func(t *testing.T) {
+		ns := newNS(t)
+		dep, rsRef := deploymentChain(t, ns, "jmx-operator")
+		createPod(t, ns, "jmx-operator-abc123-x1", map[string]string{"app": "jmx-operator", "pod-template-hash": "abc123"}, rsRef)
+		svc, err := metrics.EnsureService(ctx, env.Config(), metrics.ServiceOptions{
+			Namespace: ns, PodName: "jmx-operator-abc123-x1", Logger: quietLogger(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if svc.Name != "jmx-operator-metrics" {
+			t.Errorf("Service name = %s, want jmx-operator-metrics", svc.Name)
+		}
+		if len(svc.OwnerReferences) != 1 || svc.OwnerReferences[0].UID != dep.UID || svc.OwnerReferences[0].Kind != "Deployment" {
+			t.Errorf("owners = %+v, want the Deployment %s", svc.OwnerReferences, dep.UID)
+		}
+		// Every replica, across ReplicaSet revisions, is selected; the leader label is not required.
+		if want := map[string]string{"app": "jmx-operator"}; !maps.Equal(svc.Spec.Selector, want) {
+			t.Errorf("selector = %v, want %v", svc.Spec.Selector, want)
+		}
+		if p := svc.Spec.Ports; len(p) != 1 || p[0].Port != metrics.DefaultMetricsPort || p[0].Name != metrics.DefaultMetricsPortName {
+			t.Errorf("ports = %+v", p)
+		}
+	})
+
+	t.Run("no owner without a Deployment", func(t *testing.T) {
+		ns := newNS(t)
+		createPod(t, ns, "op-0", map[string]string{"app": "op"}, nil)
+		svc, err := metrics.EnsureService(ctx, env.Config(), metrics.ServiceOptions{
+			OperatorName: "op", Namespace: ns, PodName: "op-0", Logger: quietLogger(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(svc.OwnerReferences) != 0 {
+			t.Errorf("owners = %+v, want none", svc.OwnerReferences)
+		}
+		_, err = metrics.EnsureService(ctx, env.Config(), metrics.ServiceOptions{Namespace: ns, PodName: "op-0", Logger: quietLogger()})
+		if err == nil || !strings.Contains(err.Error(), "OperatorName is required") {
+			t.Errorf("without OperatorName or Deployment: err = %v, want OperatorName is required", err)
+		}
+	})
+
+	t.Run("scrape only the leader adds the leader label", func(t *testing.T) {
+		ns := newNS(t)
+		createPod(t, ns, "op-0", map[string]string{"app": "op", "leader": "true"}, nil)
+		svc, err := metrics.EnsureService(ctx, env.Config(), metrics.ServiceOptions{
+			OperatorName: "op", Namespace: ns, PodName: "op-0", ScrapeOnlyLeader: true, Logger: quietLogger(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]string{"app": "op", "leader": "true"}; !maps.Equal(svc.Spec.Selector, want) {
+			t.Errorf("selector = %v, want %v", svc.Spec.Selector, want)
+		}
+	})
+
+	t.Run("repeated calls update in place and keep the ClusterIP", func(t *testing.T) {
+		ns := newNS(t)
+		createPod(t, ns, "op-0", map[string]string{"app": "op"}, nil)
+		opts := metrics.ServiceOptions{OperatorName: "op", Namespace: ns, PodName: "op-0", Logger: quietLogger()}
+		first, err := metrics.EnsureService(ctx, env.Config(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first.Spec.ClusterIP == "" {
+			t.Fatal("no ClusterIP allocated")
+		}
+		if _, err := metrics.EnsureService(ctx, env.Config(), opts); err != nil {
+			t.Fatalf("second call: %v", err)
+		}
+		opts.ScrapeOnlyLeader, opts.Port = true, 9090
+		third, err := metrics.EnsureService(ctx, env.Config(), opts)
+		if err != nil {
+			t.Fatalf("call with changed options: %v", err)
+		}
+		if third.UID != first.UID || third.Spec.ClusterIP != first.Spec.ClusterIP {
+			t.Errorf("Service replaced: uid %s -> %s, clusterIP %s -> %s", first.UID, third.UID, first.Spec.ClusterIP, third.Spec.ClusterIP)
+		}
+		if third.Spec.Selector["leader"] != "true" || third.Spec.Ports[0].Port != 9090 {
+			t.Errorf("update not applied: selector %v, ports %+v", third.Spec.Selector, third.Spec.Ports)
+		}
+	})
+
+	t.Run("bad input is a clear error", func(t *testing.T) {
+		ns := newNS(t)
+		cases := []struct {
+			name string
+			opts metrics.ServiceOptions
+			want string
+		}{
+			{"unknown namespace", metrics.ServiceOptions{OperatorName: "op", Selector: map[string]string{"a": "b"}}, "namespace is unknown"},
+			{"bad port", metrics.ServiceOptions{Namespace: ns, OperatorName: "op", Selector: map[string]string{"a": "b"}, Port: 70000}, "invalid port"},
+			{"bad name", metrics.ServiceOptions{Namespace: ns, OperatorName: "Op_X", Selector: map[string]string{"a": "b"}}, "invalid Service name"},
+			{"no selector", metrics.ServiceOptions{Namespace: ns, OperatorName: "op"}, "empty selector"},
+			{"missing pod", metrics.ServiceOptions{Namespace: ns, OperatorName: "op", PodName: "nope"}, "get own pod"},
+		}
+		for _, tc := range cases {
+			t.Setenv("POD_NAMESPACE", "")
+			t.Setenv("POD_NAME", "")
+			opts := tc.opts
+			opts.Logger = quietLogger()
+			if _, err := metrics.EnsureService(ctx, env.Config(), opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: err = %v, want one containing %q", tc.name, err, tc.want)
+			}
+		}
+		if _, err := metrics.EnsureService(ctx, nil, metrics.ServiceOptions{}); err == nil {
+			t.Error("nil config accepted")
+		}
+	})
+
+	t.Run("no ServiceMonitor kind: skipped quietly", func(t *testing.T) {
+		ns := newNS(t)
+		createPod(t, ns, "op-0", map[string]string{"app": "op"}, nil)
+		if _, err := metrics.EnsureService(ctx, env.Config(), metrics.ServiceOptions{
+			OperatorName: "op", Namespace: ns, PodName: "op-0", Logger: quietLogger(),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := dyn.Resource(metrics.ServiceMonitorGVR).Namespace(ns).Get(ctx, "op-metrics", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("ServiceMonitor lookup: %v, want NotFound", err)
+		}
+	})
+
+	t.Run("ServiceMonitor created and updated when the kind exists", func(t *testing.T) {
+		if err := env.InstallCRDs(ctx, serviceMonitorCRD()); err != nil {
+			t.Fatal(err)
+		}
+		ns := newNS(t)
+		dep, rsRef := deploymentChain(t, ns, "op")
+		createPod(t, ns, "op-abc123-x1", map[string]string{"app": "op", "pod-template-hash": "abc123"}, rsRef)
+		opts := metrics.ServiceOptions{Namespace: ns, PodName: "op-abc123-x1", Logger: quietLogger()}
+		svc, err := metrics.EnsureService(ctx, env.Config(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sm, err := dyn.Resource(metrics.ServiceMonitorGVR).Namespace(ns).Get(ctx, "op-metrics", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("ServiceMonitor: %v", err)
+		}
+		sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+		if !maps.Equal(sel, svc.Labels) {
+			t.Errorf("ServiceMonitor selects %v, the Service is labelled %v", sel, svc.Labels)
+		}
+		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(eps) != 1 || eps[0].(map[string]any)["port"] != metrics.DefaultMetricsPortName {
+			t.Errorf("endpoints = %v, want one on port %s", eps, metrics.DefaultMetricsPortName)
+		}
+		if o := sm.GetOwnerReferences(); len(o) != 1 || o[0].UID != dep.UID {
+			t.Errorf("ServiceMonitor owners = %+v, want the Deployment", o)
+		}
+
+		opts.ScrapeInterval = "15s"
+		if _, err := metrics.EnsureService(ctx, env.Config(), opts); err != nil {
+			t.Fatalf("second call: %v", err)
+		}
+		sm2, err := dyn.Resource(metrics.ServiceMonitorGVR).Namespace(ns).Get(ctx, "op-metrics", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps, _, _ = unstructured.NestedSlice(sm2.Object, "spec", "endpoints")
+		if sm2.GetUID() != sm.GetUID() || len(eps) != 1 || eps[0].(map[string]any)["interval"] != "15s" {
+			t.Errorf("ServiceMonitor not updated in place: uid %s -> %s, endpoints %v", sm.GetUID(), sm2.GetUID(), eps)
+		}
+	})
+}
