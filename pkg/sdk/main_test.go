@@ -1,10 +1,7 @@
 package sdk
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/handlerkit/handlerkit/pkg/testenv"
@@ -12,20 +9,12 @@ import (
 
 // One control plane serves every test of the package; each test uses its
 // own namespace. It starts on first use so pure unit tests need no cluster.
-var shared struct {
-	once sync.Once
-	env  *testenv.Environment
-	err  error
-}
+var shared testenv.Shared
 
 // SharedEnv returns the package's control plane, starting it on first use.
 func SharedEnv(t testing.TB) *testenv.Environment {
 	t.Helper()
-	shared.once.Do(func() { shared.env, shared.err = testenv.Start(context.Background()) })
-	if shared.err != nil {
-		t.Fatalf("starting the control plane: %v", shared.err)
-	}
-	return shared.env
+	return shared.Get(t)
 }
 
 // TrackerSize reports how many keys of a watch hold pending or final state.
@@ -43,12 +32,5 @@ func (o *Operator) TrackerSize(watch string) (pending, final int) {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.env != nil {
-		if err := shared.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Main(m))
 }

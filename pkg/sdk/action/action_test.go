@@ -2,11 +2,9 @@ package action_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,35 +22,19 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/testenv"
 )
 
-var shared struct {
-	once sync.Once
-	env  *testenv.Environment
-	err  error
+var shared = testenv.Shared{
+	Setup: func(ctx context.Context, env *testenv.Environment) error {
+		return env.InstallCRDs(ctx, gadgetCRD())
+	},
 }
 
 func sharedEnv(t testing.TB) *testenv.Environment {
 	t.Helper()
-	shared.once.Do(func() {
-		shared.env, shared.err = testenv.Start(context.Background())
-		if shared.err == nil {
-			shared.err = shared.env.InstallCRDs(context.Background(), gadgetCRD())
-		}
-	})
-	if shared.err != nil {
-		t.Fatalf("starting the control plane: %v", shared.err)
-	}
-	return shared.env
+	return shared.Get(t)
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.env != nil {
-		if err := shared.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Main(m))
 }
 
 const group = "action.handlerkit.dev"

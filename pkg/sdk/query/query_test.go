@@ -25,30 +25,15 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/testenv"
 )
 
-var shared struct {
-	once sync.Once
-	env  *testenv.Environment
-	err  error
-}
+var shared testenv.Shared
 
 func sharedEnv(t testing.TB) *testenv.Environment {
 	t.Helper()
-	shared.once.Do(func() { shared.env, shared.err = testenv.Start(context.Background()) })
-	if shared.err != nil {
-		t.Fatalf("starting the control plane: %v", shared.err)
-	}
-	return shared.env
+	return shared.Get(t)
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.env != nil {
-		if err := shared.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Main(m))
 }
 
 // requestCounter counts the requests a client makes, by method and path,

@@ -89,9 +89,10 @@ func TestInformerAndListerSeeTheObject(t *testing.T) {
 	if _, err := client.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "lister to see the status update", func() bool {
+	eventually(ctx, t, "update handler to see the status update", func() bool {
+		_, updated, _ := log.snapshot()
 		got, err := lister.PrometheusJmxExporters(ns).Get("orders")
-		return err == nil && got.Status.InjectedPods == 4
+		return err == nil && got.Status.InjectedPods == 4 && len(updated) > 0
 	})
 
 	if err := client.Delete(ctx, "orders", metav1.DeleteOptions{}); err != nil {
@@ -102,6 +103,12 @@ func TestInformerAndListerSeeTheObject(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 
+	// The informer updates its store before it calls the handlers, so the
+	// lister can forget the object a moment before the delete is delivered.
+	eventually(ctx, t, "delete handler to run", func() bool {
+		_, _, deleted := log.snapshot()
+		return len(deleted) > 0
+	})
 	added, updated, deleted := log.snapshot()
 	if len(added) != 1 || added[0] != "orders" {
 		t.Errorf("add events = %v, want [orders]", added)

@@ -2,11 +2,9 @@ package v1alpha1_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -19,23 +17,18 @@ import (
 // One control plane serves every test in this package (each test works in
 // its own namespace); it starts on first use so the unit tests need none.
 var (
-	clusterOnce sync.Once
-	clusterEnv  *testenv.Environment
+	shared = testenv.Shared{
+		Setup: func(ctx context.Context, env *testenv.Environment) (err error) {
+			clusterCRDs, err = env.InstallCRDsFromDir(ctx, "../../../../deploy/crds")
+			return err
+		},
+	}
+	// clusterCRDs are the CRDs the shared environment installed.
 	clusterCRDs []*apiextensionsv1.CustomResourceDefinition
-	clusterErr  error
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if clusterEnv != nil {
-		if err := clusterEnv.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "testenv: stop: %v\n", err)
-			if code == 0 {
-				code = 1
-			}
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Main(m))
 }
 
 // repoPath resolves a path relative to the repository root, whatever
@@ -53,17 +46,7 @@ func repoPath(t testing.TB, rel string) string {
 // installed and Established.
 func cluster(t *testing.T) *testenv.Environment {
 	t.Helper()
-	clusterOnce.Do(func() {
-		clusterEnv, clusterErr = testenv.Start(context.Background())
-		if clusterErr != nil {
-			return
-		}
-		clusterCRDs, clusterErr = clusterEnv.InstallCRDsFromDir(context.Background(), repoPath(t, "deploy/crds"))
-	})
-	if clusterErr != nil {
-		t.Fatalf("control plane: %v", clusterErr)
-	}
-	return clusterEnv
+	return shared.Get(t)
 }
 
 // namespace creates a namespace for one test and deletes it afterwards. On
