@@ -25,8 +25,16 @@ prereqs: ## Install missing system packages (JDK for the JVM tests) with apt-get
 controlplane: ## Build kube-apiserver and etcd into the cache (skips what is cached).
 	hack/build-controlplane.sh
 
+.PHONY: node
+node: ## Build kubelet, kube-controller-manager, kube-scheduler and containerd into the cache.
+	hack/build-node.sh
+
+.PHONY: images
+images: prereqs ## Build the test and demo images (pause, echo, jmx agent, JVM, shell-less JVM) without Docker.
+	$(GO) run ./hack/images
+
 .PHONY: test
-test: prereqs controlplane ## Unit and integration tests against a real control plane.
+test: prereqs controlplane node images ## Unit, integration and cluster-mode tests against a real cluster.
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 .PHONY: bench

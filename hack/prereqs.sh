@@ -7,6 +7,11 @@ set -euo pipefail
 need=()
 command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 command -v git   >/dev/null 2>&1 || need+=(git)
+# Cluster mode of pkg/testenv (a real node) and `make images`.
+command -v runc        >/dev/null 2>&1 || [[ -x /usr/sbin/runc ]] || need+=(runc)
+[[ -x /usr/lib/cni/bridge || -x /opt/cni/bin/bridge ]] || need+=(containernetworking-plugins)
+command -v debootstrap >/dev/null 2>&1 || [[ -x /usr/sbin/debootstrap ]] || need+=(debootstrap)
+command -v ip          >/dev/null 2>&1 || [[ -x /usr/sbin/ip ]] || need+=(iproute2)
 # Further packages are added by the parts of the test suite that need them.
 for pkg in ${HANDLERKIT_EXTRA_PACKAGES:-}; do need+=("$pkg"); done
 

@@ -72,5 +72,10 @@ func (e *Environment) CreateNamespace(ctx context.Context, prefix string) (strin
 	if err != nil {
 		return "", fmt.Errorf("testenv: creating namespace %s-*: %w", prefix, err)
 	}
+	if e.node != nil {
+		if err := e.node.waitDefaultServiceAccount(ctx, e.clientset, ns.Name); err != nil {
+			return "", err
+		}
+	}
 	return ns.Name, nil
 }

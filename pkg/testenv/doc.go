@@ -25,4 +25,12 @@
 //
 // Every process started here dies with the test binary (Pdeathsig), and Stop
 // removes every directory, also when the test failed or panicked.
+//
+// Cluster mode (WithNode) adds kube-controller-manager, kube-scheduler,
+// containerd with runc and CNI bridge networking, and a kubelet, so that pods
+// really run: exec, logs, ephemeral containers and pod IPs work. It needs root
+// (ErrNodeUnsupported names what is missing), runs one node per machine at a
+// time, loads images from archives (WithImageArchives, LoadImageArchive; see
+// package images) and on Stop leaves no process, mount, network namespace,
+// link or cgroup behind. docs/testenv.md describes it in full.
 package testenv

@@ -32,36 +32,21 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/testenv"
 )
 
-// shared is one Environment for the tests that only need a cluster, not
-// their own; TestMain stops it.
-var shared struct {
-	once sync.Once
-	env  *testenv.Environment
-	err  error
-}
+// shared serves the tests that only need a cluster, not one of their own.
+var shared testenv.Shared
 
-func sharedEnv(t *testing.T) *testenv.Environment {
-	t.Helper()
-	shared.once.Do(func() { shared.env, shared.err = testenv.Start(context.Background()) })
-	if shared.err != nil {
-		t.Fatalf("starting shared environment: %v", shared.err)
-	}
-	return shared.env
-}
+func sharedEnv(t *testing.T) *testenv.Environment { return shared.Get(t) }
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnvVar) != "" {
 		runChild()
 		return
 	}
-	code := m.Run()
-	if shared.env != nil {
-		if err := shared.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
+	if os.Getenv(nodeChildEnvVar) != "" {
+		runNodeChild()
+		return
 	}
-	os.Exit(code)
+	os.Exit(shared.Main(m))
 }
 
 var widgetGVR = schema.GroupVersionResource{Group: "example.handlerkit.dev", Version: "v1", Resource: "widgets"}

@@ -1,0 +1,118 @@
+// Command images builds every image the handlerkit test node and demo run,
+// without a container engine, into docker-archive tarballs (`make images`):
+// pause, the echo HTTP server, the jmx agent image, the JVM application image
+// and the shell-less JVM image. Load them into a cluster-mode testenv with
+// testenv.WithImageArchives or Environment.LoadImageArchive, or into any
+// containerd with `ctr -n k8s.io images import`.
+//
+// Usage: go run ./hack/images [-out dir] [-agent-jar file]
+//
+// Without -agent-jar the agent image carries jvmtest's test agent; a release
+// passes the real jmx_prometheus_javaagent jar. The agent image gets every
+// static binary in agent-binaries whose package exists in this checkout, so
+// the operator joins it once cmd/prometheus-jmx-exporter-operator exists.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/handlerkit/handlerkit/pkg/images/testimages"
+	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "images:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cache, err := testimages.DefaultCacheDir()
+	if err != nil {
+		return err
+	}
+	out := flag.String("out", cache, "directory to write the image archives into")
+	agentJar := flag.String("agent-jar", "", "java agent jar for the agent image (default: jvmtest's test agent)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "handlerkit-images-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	step := func(name string, build func() (testimages.Archive, error)) error {
+		start := time.Now()
+		a, err := build()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		info, err := os.Stat(a.File)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("images: %-28s %-45s %6.1f MB %5.1fs\n", a.Ref, a.File, float64(info.Size())/1e6,
+			time.Since(start).Seconds())
+		return nil
+	}
+	if err := step("pause", func() (testimages.Archive, error) { return testimages.BuildPause(ctx, *out) }); err != nil {
+		return err
+	}
+	if err := step("echo", func() (testimages.Archive, error) { return testimages.BuildEcho(ctx, *out) }); err != nil {
+		return err
+	}
+	jar := *agentJar
+	if jar == "" {
+		if jar, err = jvmtest.BuildTestAgent(filepath.Join(work, "agent")); err != nil {
+			return err
+		}
+	}
+	bins := presentBinaries(append(testimages.DefaultAgentBinaries(), testimages.OperatorBinary()))
+	if len(bins) == 0 {
+		return fmt.Errorf("no agent binary exists in this checkout (looked for cmd/jmx-attach)")
+	}
+	if err := step("agent", func() (testimages.Archive, error) { return testimages.BuildAgent(ctx, *out, jar, bins) }); err != nil {
+		return err
+	}
+	app, err := jvmtest.BuildSampleApp(filepath.Join(work, "app"))
+	if err != nil {
+		return err
+	}
+	javaApp := testimages.JavaApp{Jar: app.Jar, MainClass: app.MainClass}
+	if err := step("jvm app", func() (testimages.Archive, error) {
+		return testimages.BuildJVMApp(ctx, *out, cache, javaApp)
+	}); err != nil {
+		return err
+	}
+	return step("shell-less jvm", func() (testimages.Archive, error) {
+		return testimages.BuildShelllessJVM(ctx, *out, cache, javaApp)
+	})
+}
+
+// presentBinaries keeps the binaries whose main package exists in the
+// checkout this command runs from (the module root).
+func presentBinaries(bins []testimages.Binary) []testimages.Binary {
+	var out []testimages.Binary
+	for _, b := range bins {
+		rel := strings.TrimPrefix(b.Package, "github.com/handlerkit/handlerkit/")
+		if matches, _ := filepath.Glob(filepath.Join(rel, "*.go")); len(matches) > 0 {
+			out = append(out, b)
+		} else {
+			fmt.Printf("images: %s does not exist yet; the agent image is built without it\n", b.Package)
+		}
+	}
+	return out
+}

@@ -1,0 +1,111 @@
+// Package testimages builds the images the handlerkit test node runs, with
+// package images and no container engine:
+//
+//   - Pause: the pod sandbox image (cmd/pause).
+//   - Echo: a small static Go HTTP server for Deployments and pod-IP checks.
+//   - Agent: ghcr.io/handlerkit/jmx-agent, the image the EphemeralContainer
+//     strategy runs: static binaries (jmx-attach, and the operator once it
+//     exists) plus an agent jar.
+//   - JVMApp: Debian bookworm minbase with openjdk-17-jre-headless and a
+//     sample app whose MBeans change over time.
+//   - ShelllessJVM: the same JRE and app with only the shared libraries the
+//     JRE needs; no shell, no tar, no jps, no JDK.
+//
+// Archives are written into a directory as docker-archive tarballs; slow
+// inputs (the debootstrap root filesystem and its layer) are cached.
+package testimages
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/handlerkit/handlerkit/pkg/images"
+)
+
+// Image references. They are never pulled: pods use imagePullPolicy: Never.
+const (
+	// PauseRef is the pod sandbox image, pinned in containerd's CRI config.
+	PauseRef = "localhost/handlerkit/pause:v1"
+	// EchoRef is the small Go HTTP server image.
+	EchoRef = "localhost/handlerkit/echo:v1"
+	// AgentRef is the jmx agent image, the CRD's default agent image.
+	AgentRef = "ghcr.io/handlerkit/jmx-agent:v0.1.0"
+	// JVMAppRef is the Debian-based JVM application image.
+	JVMAppRef = "localhost/handlerkit/jvm-app:v1"
+	// ShelllessJVMRef is the JVM application image without a shell.
+	ShelllessJVMRef = "localhost/handlerkit/jvm-app-shellless:v1"
+)
+
+// Paths inside the agent image, fixed because the operator's pod specs and the
+// CRD's defaults name them.
+const (
+	// AgentJarPath is where the java agent jar is in the agent image.
+	AgentJarPath = "/opt/handlerkit/jmx_prometheus_javaagent.jar"
+	// JMXAttachPath is where jmx-attach is in the agent image.
+	JMXAttachPath = "/usr/local/bin/jmx-attach"
+)
+
+// EchoPort is the port the echo server listens on.
+const EchoPort = 8080
+
+// Archive is a built image: its reference and the docker-archive holding it.
+type Archive struct {
+	// Ref is the image reference the archive is tagged with.
+	Ref string
+	// File is the docker-archive tarball.
+	File string
+}
+
+// Binary is a Go command built static into an image.
+type Binary struct {
+	// Package is the Go import path of the main package.
+	Package string
+	// Path is where the binary goes inside the image.
+	Path string
+}
+
+// DefaultCacheDir is where slow inputs are kept between runs:
+// $XDG_CACHE_HOME/handlerkit/images (or ~/.cache/handlerkit/images).
+func DefaultCacheDir() (string, error) {
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("testimages: no cache directory: %w", err)
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "handlerkit", "images"), nil
+}
+
+// BuildGoBinary builds the main package pkg static (CGO_ENABLED=0, trimmed)
+// into out. It runs the go tool in the current directory, which must be inside
+// the module that holds pkg.
+func BuildGoBinary(ctx context.Context, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("testimages: go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// buildBinaries builds each binary into tmp and returns the files for a layer.
+func buildBinaries(ctx context.Context, tmp string, bins []Binary) ([]images.File, error) {
+	var files []images.File
+	for i, b := range bins {
+		if b.Package == "" || !strings.HasPrefix(b.Path, "/") {
+			return nil, fmt.Errorf("testimages: binary %d needs a package and an absolute path, got %+v", i, b)
+		}
+		out := filepath.Join(tmp, fmt.Sprintf("bin-%d", i))
+		if err := BuildGoBinary(ctx, b.Package, out); err != nil {
+			return nil, err
+		}
+		files = append(files, images.File{Path: b.Path, Source: out, Mode: 0o755})
+	}
+	return files, nil
+}

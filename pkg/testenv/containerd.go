@@ -1,0 +1,221 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ContainerdVersion is the containerd release cluster mode runs; it must
+// match hack/containerd/go.mod.
+const ContainerdVersion = "v2.2.9"
+
+// EnvContainerdDir names the environment variable that overrides where the
+// containerd binaries (containerd, containerd-shim-runc-v2, ctr) are looked up.
+const EnvContainerdDir = "HANDLERKIT_CONTAINERD_DIR"
+
+// ContainerdDir returns the directory that holds (or will hold) the containerd
+// binaries: $HANDLERKIT_CONTAINERD_DIR, else the per-user cache.
+func ContainerdDir() string {
+	if dir := os.Getenv(EnvContainerdDir); dir != "" {
+		return dir
+	}
+	return filepath.Join(filepath.Dir(filepath.Dir(BinDir())), "containerd", ContainerdVersion)
+}
+
+// containerdBinary returns the path of a containerd binary, building all of
+// them with hack/build-node.sh when one is missing.
+func containerdBinary(name string) (string, error) {
+	path := filepath.Join(ContainerdDir(), name)
+	if isExecutable(path) {
+		return path, nil
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if isExecutable(path) {
+		return path, nil
+	}
+	script, ok := findBuildScript()
+	if ok {
+		script = filepath.Join(filepath.Dir(script), "build-node.sh")
+		ok = isExecutable(script)
+	}
+	if !ok {
+		return "", fmt.Errorf("testenv: %s not found at %s; build it with `make node` in a handlerkit checkout, "+
+			"or point %s at a directory holding containerd %s", name, path, EnvContainerdDir, ContainerdVersion)
+	}
+	fmt.Fprintf(os.Stderr, "testenv: %s is missing; building the node binaries with %s\n", name, script)
+	cmd := exec.Command(script)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Env = append(os.Environ(), EnvContainerdDir+"="+ContainerdDir(), EnvBinDir+"="+BinDir())
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("testenv: building node binaries with %s failed: %w; run `make node` to see why", script, err)
+	}
+	if !isExecutable(path) {
+		return "", fmt.Errorf("testenv: %s did not produce %s", script, path)
+	}
+	return path, nil
+}
+
+// containerdConfig is containerd 2.x's configuration (version 3) with every
+// path under the environment and the settings this machine class needs:
+// restrict_oom_score_adj because the VM lacks CAP_SYS_RESOURCE (runc fails
+// with "can't get final child's PID from pipe" otherwise), no AppArmor, the
+// overlayfs snapshotter and the locally built pause image pinned as sandbox.
+func (n *node) containerdConfig(runc, cniBin string) string {
+	q := strconv.Quote
+	c := filepath.Join(n.dir, "containerd")
+	return `version = 3
+root = ` + q(filepath.Join(c, "root")) + `
+state = ` + q(filepath.Join(c, "state")) + `
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.blockfile",
+  "io.containerd.snapshotter.v1.erofs",
+  "io.containerd.tracing.processor.v1.otlp",
+  "io.containerd.internal.v1.tracing",
+  "io.containerd.nri.v1.nri",
+]
+
+[grpc]
+  address = ` + q(n.ctrSock) + `
+
+[ttrpc]
+  address = ` + q(n.ctrSock+".ttrpc") + `
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = "overlayfs"
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = ` + q(pauseRef) + `
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    enable_selinux = false
+    disable_apparmor = true
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    enable_cdi = false
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = "runc"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = ` + q(runc) + `
+          Root = ` + q(n.runcRoot) + `
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = [` + q(cniBin) + `]
+      conf_dir = ` + q(filepath.Join(n.dir, "cni", "net.d")) + `
+      max_conf_num = 1
+
+  [plugins.'io.containerd.grpc.v1.cri']
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+`
+}
+
+func (n *node) startContainerd(ctx context.Context, logs string) error {
+	bin, err := containerdBinary("containerd")
+	if err != nil {
+		return err
+	}
+	if _, err := containerdBinary("containerd-shim-runc-v2"); err != nil {
+		return err
+	}
+	if n.ctrBin, err = containerdBinary("ctr"); err != nil {
+		return err
+	}
+	runc, err := runcPath()
+	if err != nil {
+		return err
+	}
+	cniBin, err := cniBinDir()
+	if err != nil {
+		return err
+	}
+	n.ctrSock = filepath.Join(n.dir, "containerd", "containerd.sock")
+	n.runcRoot = filepath.Join(n.dir, "runc")
+	cfg := filepath.Join(n.dir, "containerd", "config.toml")
+	if err := os.WriteFile(cfg, []byte(n.containerdConfig(runc, cniBin)), 0o600); err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	// containerd starts its shims from PATH; put the cached shim first.
+	path := ContainerdDir() + string(os.PathListSeparator) + os.Getenv("PATH")
+	p, err := startProcess("containerd", bin, logs, []string{"--config", cfg, "--log-level", "warn"}, []string{"PATH=" + path})
+	if err != nil {
+		return err
+	}
+	n.containerd = p
+	return p.waitFor(ctx, "serving", func(ctx context.Context) error {
+		_, err := n.ctr(ctx, "version")
+		return err
+	})
+}
+
+// ctr runs the ctr client against this node's containerd in the k8s.io
+// namespace, where the CRI plugin keeps images and containers.
+func (n *node) ctr(ctx context.Context, args ...string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, n.ctrBin, append([]string{"--address", n.ctrSock, "--namespace", "k8s.io"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// importArchive loads a docker-archive or OCI tarball and unpacks it for the
+// overlayfs snapshotter, so the kubelet finds it without pulling.
+func (n *node) importArchive(ctx context.Context, file string) error {
+	if _, err := os.Stat(file); err != nil {
+		return fmt.Errorf("testenv: image archive: %w", err)
+	}
+	if _, err := n.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", file); err != nil {
+		return fmt.Errorf("testenv: importing %s: %w", file, err)
+	}
+	return nil
+}
+
+// writeCNIConfig gives pods a veth on this environment's own bridge and an
+// address from its /24. No masquerading and no port mapping: pods talk to the
+// host through the bridge and nothing else.
+func (n *node) writeCNIConfig() error {
+	conf := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": %q,
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": %q,
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": %q}]],
+        "dataDir": %q
+      }
+    },
+    {"type": "loopback"}
+  ]
+}
+`, n.network, n.bridge, n.podCIDR, filepath.Join(n.dir, "cni", "ipam"))
+	return os.WriteFile(filepath.Join(n.dir, "cni", "net.d", "10-handlerkit.conflist"), []byte(conf), 0o600)
+}
