@@ -43,7 +43,28 @@ var buildMu sync.Mutex
 // handlerkit checkout, it is built with hack/build-controlplane.sh; otherwise
 // the error names the make target that builds it.
 func Binary(name string) (string, error) {
-	path := filepath.Join(BinDir(), name)
+	return findOrBuild(buildRecipe{
+		dir: BinDir(), name: name,
+		script: "build-controlplane.sh", args: []string{name}, makeTarget: "controlplane",
+		env:     []string{EnvBinDir + "=" + BinDir()},
+		missing: fmt.Sprintf("point %s at a directory holding kube-apiserver and etcd %s", EnvBinDir, KubeVersion),
+	})
+}
+
+// buildRecipe says where a cached binary lives and which hack/ script builds it.
+type buildRecipe struct {
+	dir, name  string
+	script     string   // in hack/
+	args       []string // for the script
+	makeTarget string   // named in errors
+	env        []string // for the script
+	missing    string   // the alternative to building, for the error outside a checkout
+}
+
+// findOrBuild returns dir/name, building it with the recipe's script when it
+// is missing and a handlerkit checkout is at hand.
+func findOrBuild(r buildRecipe) (string, error) {
+	path := filepath.Join(r.dir, r.name)
 	if isExecutable(path) {
 		return path, nil
 	}
@@ -52,19 +73,19 @@ func Binary(name string) (string, error) {
 	if isExecutable(path) {
 		return path, nil
 	}
-	script, ok := findBuildScript()
+	script, ok := findHackScript(r.script)
 	if !ok {
-		return "", fmt.Errorf("testenv: %s not found at %s; build it with `make controlplane` in a handlerkit checkout, "+
-			"or point %s at a directory holding kube-apiserver and etcd %s", name, path, EnvBinDir, KubeVersion)
+		return "", fmt.Errorf("testenv: %s not found at %s; build it with `make %s` in a handlerkit checkout, or %s",
+			r.name, path, r.makeTarget, r.missing)
 	}
-	fmt.Fprintf(os.Stderr, "testenv: %s is missing from %s; building it with %s (a cold build takes several minutes)\n",
-		name, BinDir(), script)
-	cmd := exec.Command(script, name)
+	fmt.Fprintf(os.Stderr, "testenv: %s is missing from %s; building it with %s (a cold build takes minutes)\n",
+		r.name, r.dir, script)
+	cmd := exec.Command(script, r.args...)
 	cmd.Stdout = os.Stderr
 	cmd.Stderr = os.Stderr
-	cmd.Env = append(os.Environ(), EnvBinDir+"="+BinDir())
+	cmd.Env = append(os.Environ(), r.env...)
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("testenv: building %s with %s failed: %w; run `make controlplane` to see why", name, script, err)
+		return "", fmt.Errorf("testenv: building %s with %s failed: %w; run `make %s` to see why", r.name, script, err, r.makeTarget)
 	}
 	if !isExecutable(path) {
 		return "", fmt.Errorf("testenv: %s did not produce %s", script, path)
@@ -77,16 +98,16 @@ func isExecutable(path string) bool {
 	return err == nil && !info.IsDir() && info.Mode()&0o111 != 0
 }
 
-// findBuildScript walks up from the working directory to the handlerkit
-// module root and returns its hack/build-controlplane.sh.
-func findBuildScript() (string, bool) {
+// findHackScript walks up from the working directory to the handlerkit
+// module root and returns its hack/<name>.
+func findHackScript(name string) (string, bool) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", false
 	}
 	for {
 		if isHandlerkitRoot(dir) {
-			script := filepath.Join(dir, "hack", "build-controlplane.sh")
+			script := filepath.Join(dir, "hack", name)
 			return script, isExecutable(script)
 		}
 		parent := filepath.Dir(dir)

@@ -32,35 +32,12 @@ func ContainerdDir() string {
 // containerdBinary returns the path of a containerd binary, building all of
 // them with hack/build-node.sh when one is missing.
 func containerdBinary(name string) (string, error) {
-	path := filepath.Join(ContainerdDir(), name)
-	if isExecutable(path) {
-		return path, nil
-	}
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if isExecutable(path) {
-		return path, nil
-	}
-	script, ok := findBuildScript()
-	if ok {
-		script = filepath.Join(filepath.Dir(script), "build-node.sh")
-		ok = isExecutable(script)
-	}
-	if !ok {
-		return "", fmt.Errorf("testenv: %s not found at %s; build it with `make node` in a handlerkit checkout, "+
-			"or point %s at a directory holding containerd %s", name, path, EnvContainerdDir, ContainerdVersion)
-	}
-	fmt.Fprintf(os.Stderr, "testenv: %s is missing; building the node binaries with %s\n", name, script)
-	cmd := exec.Command(script)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.Env = append(os.Environ(), EnvContainerdDir+"="+ContainerdDir(), EnvBinDir+"="+BinDir())
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("testenv: building node binaries with %s failed: %w; run `make node` to see why", script, err)
-	}
-	if !isExecutable(path) {
-		return "", fmt.Errorf("testenv: %s did not produce %s", script, path)
-	}
-	return path, nil
+	return findOrBuild(buildRecipe{
+		dir: ContainerdDir(), name: name,
+		script: "build-node.sh", makeTarget: "node",
+		env:     []string{EnvContainerdDir + "=" + ContainerdDir(), EnvBinDir + "=" + BinDir()},
+		missing: fmt.Sprintf("point %s at a directory holding containerd %s", EnvContainerdDir, ContainerdVersion),
+	})
 }
 
 // containerdConfig is containerd 2.x's configuration (version 3) with every

@@ -389,9 +389,13 @@ func runChild() {
 	select {}
 }
 
-func TestProcessesDieWithTheTestBinary(t *testing.T) {
+// startChild re-executes the test binary with envVar set, so that TestMain
+// runs the child's part; the child reports on its stdout. The child is killed
+// when the test ends, if the test has not killed it already.
+func startChild(t *testing.T, envVar string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnvVar+"=1")
+	cmd.Env = append(os.Environ(), envVar+"=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -401,10 +405,13 @@ func TestProcessesDieWithTheTestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, bufio.NewScanner(out)
+}
 
+func TestProcessesDieWithTheTestBinary(t *testing.T) {
+	cmd, scanner := startChild(t, childEnvVar)
 	var pids []int
 	var dir string
-	scanner := bufio.NewScanner(out)
 	for scanner.Scan() {
 		field, value, _ := strings.Cut(scanner.Text(), " ")
 		switch field {
@@ -434,7 +441,7 @@ func TestProcessesDieWithTheTestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		return !alive(pids[0]) && !alive(pids[1]), nil
 	})
 	if err != nil {

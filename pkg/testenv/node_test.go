@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -318,19 +317,8 @@ func runNodeChild() {
 }
 
 func TestNodeOfAKilledTestBinaryIsCleanedByTheNextStart(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), nodeChildEnvVar+"=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cmd, sc := startChild(t, nodeChildEnvVar)
 	var dir string
-	sc := bufio.NewScanner(out)
 	for dir == "" && sc.Scan() {
 		field, value, _ := strings.Cut(sc.Text(), " ")
 		switch field {
