@@ -235,11 +235,7 @@ func TestYoungJVMIsWaitedForNotKilled(t *testing.T) {
 	t.Parallel()
 	needJava(t)
 	const minAge = 5 * time.Second
-	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
-	j, err := Inspect(jv.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jv, j := startInspected(t)
 	if j.Age >= minAge {
 		t.Fatalf("JVM already %s old; the test needs a younger one", j.Age)
 	}
@@ -405,12 +401,8 @@ func TestAttachDisabledJVMTimesOutWithoutDying(t *testing.T) {
 func TestAgentStartFailureMapsToClearError(t *testing.T) {
 	t.Parallel()
 	needJava(t)
-	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
-	j, err := Inspect(jv.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = newTestInjector(t).LoadAgent(context.Background(), j, testAgentJar, jvmtest.AgentFailArg)
+	jv, j := startInspected(t)
+	err := newTestInjector(t).LoadAgent(context.Background(), j, testAgentJar, jvmtest.AgentFailArg)
 	var ae *AttachError
 	if !errors.As(err, &ae) || ae.Reason != ReasonAgentStartFailed || ae.ReturnCode != ReturnStartFailed {
 		t.Fatalf("LoadAgent: %v, want %s with return code %d", err, ReasonAgentStartFailed, ReturnStartFailed)
@@ -423,12 +415,8 @@ func TestAgentStartFailureMapsToClearError(t *testing.T) {
 func TestLoadAgentJarWithoutAgentClassMapsToClearError(t *testing.T) {
 	t.Parallel()
 	needJava(t)
-	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
-	j, err := Inspect(jv.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = newTestInjector(t).LoadAgent(context.Background(), j, "/nonexistent/agent.jar", "")
+	jv, j := startInspected(t)
+	err := newTestInjector(t).LoadAgent(context.Background(), j, "/nonexistent/agent.jar", "")
 	if ReasonOf(err) != ReasonAgentJarInvalid || !strings.Contains(err.Error(), "Agent-Class") {
 		t.Fatalf("LoadAgent: %v, want %s", err, ReasonAgentJarInvalid)
 	}
@@ -440,12 +428,8 @@ func TestLoadAgentJarWithoutAgentClassMapsToClearError(t *testing.T) {
 func TestLoadAgentRejectsOverlongArgumentBeforeSignalling(t *testing.T) {
 	t.Parallel()
 	needJava(t)
-	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
-	j, err := Inspect(jv.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = newTestInjector(t).LoadAgent(context.Background(), j, testAgentJar, strings.Repeat("x", MaxArgLength))
+	jv, j := startInspected(t)
+	err := newTestInjector(t).LoadAgent(context.Background(), j, testAgentJar, strings.Repeat("x", MaxArgLength))
 	if ReasonOf(err) != ReasonArgsTooLong {
 		t.Fatalf("LoadAgent: %v, want %s", err, ReasonArgsTooLong)
 	}

@@ -89,3 +89,15 @@ func newTestInjector(t testing.TB, opts ...Option) *Injector {
 func loopbackAgent(port int) Agent {
 	return Agent{Jar: testAgentJar, Config: testConfig, Port: port, Host: "127.0.0.1"}
 }
+
+// startInspected starts the test app's JVM and returns it with what Inspect
+// reports of it.
+func startInspected(t *testing.T) (*jvmtest.JVM, JVM) {
+	t.Helper()
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	j, err := Inspect(jv.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jv, j
+}

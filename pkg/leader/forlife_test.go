@@ -2,7 +2,6 @@ package leader_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -50,14 +49,9 @@ func lockOwner(t testing.TB, ns string) (metav1.OwnerReference, *corev1.ConfigMa
 
 func TestForLifeExactlyOneOfThreeLeadsAndIsLabelled(t *testing.T) {
 	ns := newNamespace(t)
-	var rs []*replica
-	regs := map[string]*prometheus.Registry{}
-	for i := range 3 {
-		name := fmt.Sprintf("op-%d", i)
-		createPod(t, ns, name, operatorLabels)
-		regs[name] = prometheus.NewRegistry()
-		rs = append(rs, startReplica(t, name, newForLife(t, ns, name, regs[name])))
-	}
+	rs, regs := startReplicas(t, ns, 3, func(name string, reg *prometheus.Registry) elector {
+		return newForLife(t, ns, name, reg)
+	})
 	eventually(t, 30*time.Second, "one replica leads", func() bool { return len(leaders(rs)) == 1 })
 	l := leaders(rs)[0]
 	eventually(t, 30*time.Second, "only the leader's pod is labelled", onlyLabelled(t, ns, l.name))

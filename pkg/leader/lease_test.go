@@ -2,7 +2,6 @@ package leader_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -40,14 +39,9 @@ func newLease(t testing.TB, ns, pod string, reg *prometheus.Registry, opts ...le
 
 func TestLeaseFailoverWhenLeaderContextIsCancelled(t *testing.T) {
 	ns := newNamespace(t)
-	var rs []*replica
-	regs := map[string]*prometheus.Registry{}
-	for i := range 3 {
-		name := fmt.Sprintf("op-%d", i)
-		createPod(t, ns, name, operatorLabels)
-		regs[name] = prometheus.NewRegistry()
-		rs = append(rs, startReplica(t, name, newLease(t, ns, name, regs[name])))
-	}
+	rs, regs := startReplicas(t, ns, 3, func(name string, reg *prometheus.Registry) elector {
+		return newLease(t, ns, name, reg)
+	})
 	eventually(t, 30*time.Second, "one replica leads", func() bool { return len(leaders(rs)) == 1 })
 	first := leaders(rs)[0]
 	eventually(t, 30*time.Second, "only the leader is labelled", onlyLabelled(t, ns, first.name))

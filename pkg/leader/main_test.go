@@ -227,6 +227,22 @@ func startReplica(t testing.TB, name string, e elector) *replica {
 	return r
 }
 
+// startReplicas creates n operator pods op-0 … op-<n-1> in ns and starts a
+// contender for each, with the elector newElector builds and a registry of
+// its own, returned by pod name.
+func startReplicas(t testing.TB, ns string, n int, newElector func(name string, reg *prometheus.Registry) elector) ([]*replica, map[string]*prometheus.Registry) {
+	t.Helper()
+	var rs []*replica
+	regs := map[string]*prometheus.Registry{}
+	for i := range n {
+		name := fmt.Sprintf("op-%d", i)
+		createPod(t, ns, name, operatorLabels)
+		regs[name] = prometheus.NewRegistry()
+		rs = append(rs, startReplica(t, name, newElector(name, regs[name])))
+	}
+	return rs, regs
+}
+
 // leading reports whether Lead has returned with leadership.
 func (r *replica) leading() bool {
 	select {
