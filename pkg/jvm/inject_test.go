@@ -136,9 +136,21 @@ func TestDiscoverNeverReportsNonJVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	procs := []*exec.Cmd{exec.Command(sleepPath, "60"), exec.Command(fakeJava, "60")}
-	for _, c := range procs {
+	for i, c := range procs {
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := c.Start(); err != nil {
+		// A parallel test that forks while fakeJava is still open for
+		// writing leaves a copy of that descriptor in its child until the
+		// child execs, and exec then fails with ETXTBSY (golang/go#22315).
+		// The window is short, so start again on that error only.
+		err := c.Start()
+		for try := 0; errors.Is(err, syscall.ETXTBSY) && try < 50; try++ {
+			time.Sleep(20 * time.Millisecond)
+			c = exec.Command(c.Path, c.Args[1:]...)
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			procs[i] = c
+			err = c.Start()
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
