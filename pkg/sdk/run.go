@@ -187,15 +187,24 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 		}
 	}()
 
-	var initial, late []*watchRun
+	type pending struct {
+		run *watchRun
+		err error
+	}
+	var (
+		initial []*watchRun
+		late    []pending
+	)
 	for _, r := range runs {
 		switch err := r.resolve(); {
 		case err == nil:
 			initial = append(initial, r)
-		case meta.IsNoMatchError(err):
-			late = append(late, r)
-		default:
+		case isPermanent(err):
 			return err
+		default:
+			// A kind not served yet, or an API server that is not
+			// reachable yet: retry in the background.
+			late = append(late, pending{r, err})
 		}
 	}
 	for _, r := range initial {
@@ -214,11 +223,11 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 	for _, r := range initial {
 		o.startWorkers(runCtx, handlerCtx, r, &workers)
 	}
-	for _, r := range late {
+	for _, p := range late {
 		starters.Add(1)
 		go func() {
 			defer starters.Done()
-			if err := o.startLate(runCtx, handlerCtx, r, informerStop, &workers); err != nil {
+			if err := o.startLate(runCtx, handlerCtx, p.run, p.err, informerStop, &workers); err != nil {
 				fatal <- err
 			}
 		}()
@@ -231,23 +240,30 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 	}
 }
 
-// startLate waits for a kind that is not served yet (typically a CRD not
-// installed yet), then starts its watch.
-func (o *Operator) startLate(ctx, handlerCtx context.Context, r *watchRun, stop <-chan struct{}, workers *sync.WaitGroup) error {
+// startLate waits until the watched kind can be resolved, then starts its
+// watch. The kind may not be served yet (typically a CRD not installed yet),
+// or the API server may not be reachable yet; both are retried with capped
+// exponential backoff, with a log line for each attempt.
+func (o *Operator) startLate(ctx, handlerCtx context.Context, r *watchRun, err error, stop <-chan struct{}, workers *sync.WaitGroup) error {
 	log := o.cfg.log.WithField("watch", r.w.name).WithField("kind", r.w.gvk.String())
 	delay := o.cfg.discoveryMin
 	for {
-		log.WithField("retry_in", delay).Warn("kind is not served by the API server yet (is its CRD installed?); retrying discovery")
+		entry := log.WithField("retry_in", delay)
+		if meta.IsNoMatchError(err) {
+			entry.Warn("kind is not served by the API server yet (is its CRD installed?); retrying discovery")
+		} else {
+			entry.WithError(err).Warn("cannot resolve the kind through API discovery (is the API server reachable?); retrying")
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(delay):
 		}
-		err := r.resolve()
+		err = r.resolve()
 		if err == nil {
 			break
 		}
-		if !meta.IsNoMatchError(err) {
+		if isPermanent(err) {
 			return err
 		}
 		delay = min(2*delay, o.cfg.discoveryMax)

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -92,14 +93,28 @@ func (w *watch) syncedIndexer() (cache.Indexer, bool) {
 	return r.informer.GetIndexer(), true
 }
 
-// resolve maps the watched kind to its resource.
+// permanentError marks a resolve error that no retry can fix: the watch
+// itself is wrong.
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
+// isPermanent reports whether err is a permanentError.
+func isPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// resolve maps the watched kind to its resource. Errors other than a
+// permanentError (a kind not served yet, an API server that cannot be
+// reached, a discovery failure) may go away, so Run retries them.
 func (r *watchRun) resolve() error {
 	m, err := r.w.op.RESTMapping(r.w.gvk)
 	if err != nil {
 		return err
 	}
 	if m.Scope.Name() == meta.RESTScopeNameRoot && r.w.namespace != "" {
-		return fmt.Errorf("sdk: watch %q: %s is cluster-scoped; its namespace must be empty, not %q", r.w.name, r.w.gvk.Kind, r.w.namespace)
+		return permanentError{fmt.Errorf("sdk: watch %q: %s is cluster-scoped; its namespace must be empty, not %q", r.w.name, r.w.gvk.Kind, r.w.namespace)}
 	}
 	r.mapping = m
 	return nil
