@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/handlerkit/handlerkit/pkg/jvm"
 	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
+	"github.com/handlerkit/handlerkit/pkg/testenv/freeport"
 )
 
 var (
@@ -81,14 +81,15 @@ func runBinary(t *testing.T, args ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), code
 }
 
+// freePort returns a free loopback TCP port outside the ephemeral range, so
+// no outgoing connection can take it before the test binds it.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 func targetDir(t *testing.T) string {

@@ -1,7 +1,6 @@
 package jvm
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
+	"github.com/handlerkit/handlerkit/pkg/testenv/freeport"
 )
 
 // Built once per test binary, and only when a test needs a JVM: javac takes seconds, and fuzz workers, which run
@@ -64,15 +64,15 @@ func buildJava() error {
 	return os.WriteFile(testConfig, []byte(validConfig), 0o644)
 }
 
-// freePort returns a loopback TCP port that is free right now.
+// freePort returns a free loopback TCP port outside the ephemeral range, so
+// no outgoing connection can take it before the test binds it.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // newTestInjector returns an injector whose minimum age is zero: StartJVM returns only after the application
