@@ -509,21 +509,49 @@ func TestInjectIntoJVMInOwnNamespaces(t *testing.T) {
 	}
 }
 
+// TestInjectIntoNewestJDK attaches to the newest JDK 21 or later installed under /usr/lib/jvm, which answers in
+// the JDK 21+ reply layout. Debian bookworm packages only JDK 17, so a machine without a newer JDK skips this
+// test; TestParseReplyRecognisesEachJDKFormat covers that layout from recorded replies on every machine.
 func TestInjectIntoNewestJDK(t *testing.T) {
 	t.Parallel()
 	needJava(t)
-	const java = "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java"
-	if _, err := os.Stat(java); err != nil {
-		t.Skipf("no JDK 25 at %s", java)
+	java, version := newestJDK(t, 21)
+	if java == "" {
+		t.Skip("no JDK 21 or later under /usr/lib/jvm (install one, for example Temurin, to run this test)")
 	}
 	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp, Java: java})
 	port := freePort(t)
 	res := newTestInjector(t, WithTargetDir(testTargetDir(t))).Inject(context.Background(), jv.Pid, loopbackAgent(port))
 	requireOK(t, res)
-	if !strings.HasPrefix(res.JavaVersion, "25") {
-		t.Errorf("JavaVersion = %q, want 25.x", res.JavaVersion)
+	if res.JavaVersion != version {
+		t.Errorf("JavaVersion = %q, want %q", res.JavaVersion, version)
 	}
 	scrapeHeap(t, jv.Pid, port)
+}
+
+// newestJDK returns the java binary and version of the newest JDK of at least feature release min under
+// /usr/lib/jvm, read from each JDK's release file, or "" when there is none.
+func newestJDK(t *testing.T, min int) (java, version string) {
+	t.Helper()
+	releases, err := filepath.Glob("/usr/lib/jvm/*/release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	best := 0
+	for _, rel := range releases {
+		data, err := os.ReadFile(rel)
+		if err != nil {
+			continue
+		}
+		v := parseReleaseVersion(data)
+		feature, err := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+		bin := filepath.Join(filepath.Dir(rel), "bin", "java")
+		if _, statErr := os.Stat(bin); err != nil || statErr != nil || feature < min || feature <= best {
+			continue
+		}
+		java, version, best = bin, v, feature
+	}
+	return java, version
 }
 
 // TestStaleAttachSocketIsReplaced covers a .java_pid file left by an earlier process with the same pid: nobody
