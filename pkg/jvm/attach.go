@@ -96,13 +96,8 @@ func (a *attacher) sendQuit() error {
 		return err
 	}
 	defer unix.Close(fd)
-	st, err := readStatus(a.jvm.PID)
-	if err != nil {
-		return &AttachError{Reason: ReasonProcessGone, Msg: "read status", Err: err}
-	}
-	if !st.CatchesSignal(int(unix.SIGQUIT)) {
-		return &AttachError{Reason: ReasonSignalNotHandled, Msg: fmt.Sprintf(
-			"pid %d does not handle SIGQUIT (started with -Xrs or -XX:+ReduceSignalUsage, or still starting); not signalled", a.jvm.PID)}
+	if err := a.checkQuitHandled(); err != nil {
+		return err
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGQUIT, nil, 0); err != nil {
 		return &AttachError{Reason: ReasonProcessGone, Msg: "send SIGQUIT", Err: err}
@@ -207,6 +202,11 @@ func (a *attacher) checkSignalSafe() error {
 			Msg: fmt.Sprintf("pid %d runs with -XX:+DisableAttachMechanism; an agent cannot be loaded into it", a.jvm.PID)}
 	}
 	// Fail before creating anything when SIGQUIT would kill the JVM.
+	return a.checkQuitHandled()
+}
+
+// checkQuitHandled refuses a JVM that has no SIGQUIT handler: the signal would terminate it.
+func (a *attacher) checkQuitHandled() error {
 	st, err := readStatus(a.jvm.PID)
 	if err != nil {
 		return &AttachError{Reason: ReasonProcessGone, Msg: "read status", Err: err}

@@ -135,25 +135,27 @@ func TestDiscoverNeverReportsNonJVMs(t *testing.T) {
 	if err := os.WriteFile(fakeJava, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	procs := []*exec.Cmd{exec.Command(sleepPath, "60"), exec.Command(fakeJava, "60")}
-	for i, c := range procs {
+	start := func(path string) (*exec.Cmd, error) {
+		c := exec.Command(path, "60")
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		return c, c.Start()
+	}
+	var procs []*exec.Cmd
+	for _, path := range []string{sleepPath, fakeJava} {
 		// A parallel test that forks while fakeJava is still open for
 		// writing leaves a copy of that descriptor in its child until the
 		// child execs, and exec then fails with ETXTBSY (golang/go#22315).
 		// The window is short, so start again on that error only.
-		err := c.Start()
+		c, err := start(path)
 		for try := 0; errors.Is(err, syscall.ETXTBSY) && try < 50; try++ {
 			time.Sleep(20 * time.Millisecond)
-			c = exec.Command(c.Path, c.Args[1:]...)
-			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-			procs[i] = c
-			err = c.Start()
+			c, err = start(path)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		procs = append(procs, c)
 	}
 	jvms, err := Discover()
 	if err != nil {
