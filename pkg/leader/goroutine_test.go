@@ -48,7 +48,11 @@ func TestGoroutinesStopWithTheContext(t *testing.T) {
 	for _, r := range []*replica{a, b, c, d} {
 		r.cancel()
 	}
-	eventually(t, 30*time.Second, "every goroutine of package leader has returned", func() bool {
-		return len(leaderGoroutines()) == 0
-	})
+	deadline := time.Now().Add(30 * time.Second)
+	for len(leaderGoroutines()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines of package leader still running 30s after cancel:\n%s", strings.Join(leaderGoroutines(), "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

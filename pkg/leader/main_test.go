@@ -205,12 +205,14 @@ func masterStatus(t testing.TB, reg *prometheus.Registry, name string) float64 {
 
 type elector interface {
 	Lead(ctx context.Context) (context.Context, error)
+	Release(ctx context.Context) error
 }
 
 // replica is one contender running Lead in a goroutine, as a replica's main would.
 type replica struct {
 	name    string
-	cancel  context.CancelFunc
+	cancel  func()        // ends the wait, then releases what Lead acquired, as sdk.Run does at shutdown
+	crash   func()        // ends the wait without releasing, as a crashed process would
 	done    chan struct{} // closed when Lead returned
 	leadCtx context.Context
 	err     error
@@ -218,8 +220,24 @@ type replica struct {
 
 func startReplica(t testing.TB, name string, e elector) *replica {
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	r := &replica{name: name, cancel: cancel, done: make(chan struct{})}
+	r := &replica{name: name, done: make(chan struct{})}
+	var once sync.Once
+	r.cancel = func() {
+		once.Do(func() {
+			cancel()
+			<-r.done
+			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer rcancel()
+			if err := e.Release(rctx); err != nil {
+				t.Errorf("%s: Release: %v", name, err)
+			}
+		})
+	}
+	r.crash = func() {
+		cancel()
+		<-r.done
+	}
+	t.Cleanup(r.cancel)
 	go func() {
 		defer close(r.done)
 		r.leadCtx, r.err = e.Lead(ctx)

@@ -34,23 +34,35 @@ type operatorReplica struct {
 
 func startOperator(t *testing.T, ns, pod string, electorFor func(reg prometheus.Registerer) sdk.Elector) *operatorReplica {
 	t.Helper()
+	return startOperatorWith(t, ns, pod, electorFor, nil)
+}
+
+// startOperatorWith starts a replica whose ConfigMap watch calls handler (after counting the event), with opts
+// added to the Operator's options.
+func startOperatorWith(t *testing.T, ns, pod string, electorFor func(reg prometheus.Registerer) sdk.Elector,
+	handler sdk.Handler, opts ...sdk.Option) *operatorReplica {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	r := &operatorReplica{pod: pod, done: make(chan struct{})}
-	op, err := sdk.New(env.Config(),
+	base := []sdk.Option{
 		sdk.WithElector(electorFor(reg)),
 		sdk.WithMetricsAddr("127.0.0.1:0"),
 		sdk.WithRegisterer(reg),
 		sdk.WithGatherer(reg),
 		sdk.WithLogger(testLogger(t).WithField("replica", pod)),
-	)
+	}
+	op, err := sdk.New(env.Config(), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := op.Watch("v1", "ConfigMap", ns, 0); err != nil {
 		t.Fatal(err)
 	}
-	op.Handle(sdk.HandlerFunc(func(context.Context, sdk.Event) error {
+	op.Handle(sdk.HandlerFunc(func(ctx context.Context, e sdk.Event) error {
 		r.handled.Add(1)
+		if handler != nil {
+			return handler.Handle(ctx, e)
+		}
 		return nil
 	}))
 	r.op = op

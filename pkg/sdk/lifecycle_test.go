@@ -402,12 +402,23 @@ func (s *stubElector) Lead(ctx context.Context) (context.Context, error) {
 		return nil, ctx.Err()
 	case <-s.grant:
 	}
-	lc, cancel := context.WithCancel(ctx)
+	lc, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.mu.Lock()
 	s.revoke = cancel
 	s.mu.Unlock()
 	return lc, nil
 }
+
+func (s *stubElector) Release(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.revoke != nil {
+		s.revoke()
+	}
+	return nil
+}
+
+func (s *stubElector) Healthy() error { return nil }
 
 func TestElectorGatesHandlingAndLosingLeadershipEndsRun(t *testing.T) {
 	el := &stubElector{grant: make(chan struct{})}

@@ -32,11 +32,32 @@ const (
 	DefaultBurst = 100
 )
 
+// DefaultReleaseTimeout bounds the Elector's Release call at the end of Run.
+const DefaultReleaseTimeout = 10 * time.Second
+
 // Elector gates event handling on leadership. pkg/leader implements it.
+//
+// Leadership is a two-phase contract: Lead acquires, Release gives up. Run
+// calls Release only after its handlers have returned (or the graceful
+// timeout ran out), so that a stand-by never leads while a handler of this
+// replica still runs. An Elector must therefore keep leading (renewing a
+// lease, keeping a lock) after Lead's ctx ends, until Release is called or
+// leadership is lost.
 type Elector interface {
-	// Lead blocks until this replica leads or ctx ends. The returned context
-	// is cancelled when leadership is lost.
+	// Lead blocks until this replica leads or ctx ends; ctx bounds only the
+	// wait. The returned context ends when leadership is lost (a lease that
+	// could not be renewed, a lock deleted by hand) or Release is called;
+	// it does not end with ctx.
 	Lead(ctx context.Context) (context.Context, error)
+	// Release stops renewing and gives up what Lead acquired. Run calls it
+	// once after every Lead call, whether Lead succeeded, failed or was
+	// interrupted, and whether Run ends with or without an error, so it
+	// must be safe to call when nothing is held. ctx bounds its requests.
+	Release(ctx context.Context) error
+	// Healthy reports the elector's own health, served on /healthz: nil
+	// when it works, otherwise why not (for example a leader that has not
+	// renewed its lease for longer than it may).
+	Healthy() error
 }
 
 // Option configures an Operator in New.
@@ -81,8 +102,9 @@ func WithGatherer(g prometheus.Gatherer) Option { return func(c *config) { c.gat
 // the server; "127.0.0.1:0" picks a free loopback port (see MetricsAddr).
 func WithMetricsAddr(addr string) Option { return func(c *config) { c.metricsAddr = addr } }
 
-// WithElector makes Run handle events only while e says this replica leads.
-// The default is no elector: the replica always leads.
+// WithElector makes Run handle events only while e says this replica leads,
+// and serves e's health on /healthz. The default is no elector: the replica
+// always leads.
 func WithElector(e Elector) Option { return func(c *config) { c.elector = e } }
 
 // WithCacheSyncTimeout bounds the wait for each watch's cache to sync. The
@@ -90,8 +112,11 @@ func WithElector(e Elector) Option { return func(c *config) { c.elector = e } }
 func WithCacheSyncTimeout(d time.Duration) Option { return func(c *config) { c.syncTimeout = d } }
 
 // WithGracefulTimeout bounds how long Run waits for running handlers once
-// its context ends; after it the handlers' context is cancelled and Run
-// returns. The default is DefaultGracefulTimeout.
+// handling ends (Run's context ends, leadership is lost, or a watch fails).
+// Their context is cancelled at once; the timeout is how long they get to
+// return after that. With an Elector, leadership is released only when they
+// have returned or the timeout has run out. The default is
+// DefaultGracefulTimeout.
 func WithGracefulTimeout(d time.Duration) Option { return func(c *config) { c.gracefulTimeout = d } }
 
 // WithBackoff sets the per-key exponential backoff after handler errors:

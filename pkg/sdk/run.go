@@ -16,10 +16,16 @@ import (
 
 // Run serves metrics and probes, waits for leadership when an Elector is
 // set, starts every watch, waits for their caches to sync and handles events
-// until ctx ends. Then it stops taking keys, waits for running handlers up to
-// the graceful timeout, stops the informers and the metrics server, and
-// returns nil. It returns an error wrapping ErrLeadershipLost when leadership
-// ends first, and other errors for failures; it never panics.
+// until ctx ends.
+//
+// Handling ends when ctx ends, when leadership is lost, or when a watch
+// fails. Then, in this order: the handlers' context is cancelled at once and
+// no new handling starts; Run waits for running handlers up to the graceful
+// timeout; the informers stop and reads through query go to the API server
+// again; the Elector releases leadership; the metrics server stops. Run
+// returns nil after ctx ended, an error wrapping ErrLeadershipLost when
+// leadership ended first, and other errors for failures; it never panics.
+// When Run returns, this replica holds no lease or lock.
 func (o *Operator) Run(ctx context.Context) error {
 	o.mu.Lock()
 	if o.running {
@@ -47,10 +53,13 @@ func (o *Operator) Run(ctx context.Context) error {
 	defer stopServer()
 
 	leadCtx := ctx
-	if o.cfg.elector != nil {
+	if e := o.cfg.elector; e != nil {
 		o.setState(stateStandby)
 		o.cfg.log.Info("waiting for leadership")
-		lc, err := o.cfg.elector.Lead(ctx)
+		// Release runs after lead has drained the handlers (defers run
+		// after the return value is computed), whatever Lead returned.
+		defer o.release(e)
+		lc, err := e.Lead(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -75,6 +84,29 @@ func (o *Operator) Run(ctx context.Context) error {
 	}
 	if ctx.Err() == nil {
 		return fmt.Errorf("sdk: %w", ErrLeadershipLost)
+	}
+	return nil
+}
+
+// release gives up leadership once handling has stopped.
+func (o *Operator) release(e Elector) {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
+	defer cancel()
+	if err := e.Release(ctx); err != nil {
+		o.cfg.log.WithError(err).Error("could not release leadership; a stand-by takes over once it expires")
+		return
+	}
+	o.cfg.log.Info("released leadership")
+}
+
+// Healthy reports the Operator's health for /healthz: the Elector's own
+// health when one is set, else nil.
+func (o *Operator) Healthy() error {
+	if o.cfg.elector == nil {
+		return nil
+	}
+	if err := o.cfg.elector.Healthy(); err != nil {
+		return fmt.Errorf("leader election: %w", err)
 	}
 	return nil
 }
@@ -123,6 +155,7 @@ func (o *Operator) startServer() (func(), error) {
 	srv := metrics.NewServer(o.cfg.metricsAddr,
 		metrics.WithGatherer(o.cfg.gatherer),
 		metrics.WithReadyCheck(o.Ready),
+		metrics.WithHealthCheck(o.Healthy),
 	)
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("sdk: metrics server: %w", err)
@@ -145,12 +178,10 @@ func (o *Operator) startServer() (func(), error) {
 // lead runs the watches for one leadership term and tears them down when
 // ctx ends or a watch fails.
 func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) (err error) {
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
-	// Handlers keep their context through shutdown so in-flight writes can
-	// finish; it is cancelled only when the graceful timeout runs out.
-	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHandlers()
+	// The term's one context: the handlers get it, so the end of the term
+	// (ctx, or a failing watch) cancels them at once.
+	termCtx, endTerm := context.WithCancel(ctx)
+	defer endTerm()
 	informerStop := make(chan struct{})
 
 	runs := make([]*watchRun, len(watches))
@@ -173,12 +204,16 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 	)
 	defer func() {
 		o.setState(stateStopping)
-		cancelRun()
+		endTerm()
 		starters.Wait()
 		for _, r := range runs {
 			r.queue.ShutDown()
 		}
-		o.drain(&workers, cancelHandlers)
+		o.drain(&workers)
+		// From here on the caches go stale: query reads the API server.
+		for _, r := range runs {
+			r.w.endRun(r)
+		}
 		close(informerStop)
 		for _, r := range runs {
 			if r.factory != nil {
@@ -213,7 +248,7 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 		}
 	}
 	for _, r := range initial {
-		if err := o.waitSynced(runCtx, r); err != nil {
+		if err := o.waitSynced(termCtx, r); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -221,13 +256,13 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 		}
 	}
 	for _, r := range initial {
-		o.startWorkers(runCtx, handlerCtx, r, &workers)
+		o.startWorkers(termCtx, r, &workers)
 	}
 	for _, p := range late {
 		starters.Add(1)
 		go func() {
 			defer starters.Done()
-			if err := o.startLate(runCtx, handlerCtx, p.run, p.err, informerStop, &workers); err != nil {
+			if err := o.startLate(termCtx, p.run, p.err, informerStop, &workers); err != nil {
 				fatal <- err
 			}
 		}()
@@ -244,7 +279,7 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 // watch. The kind may not be served yet (typically a CRD not installed yet),
 // or the API server may not be reachable yet; both are retried with capped
 // exponential backoff, with a log line for each attempt.
-func (o *Operator) startLate(ctx, handlerCtx context.Context, r *watchRun, err error, stop <-chan struct{}, workers *sync.WaitGroup) error {
+func (o *Operator) startLate(ctx context.Context, r *watchRun, err error, stop <-chan struct{}, workers *sync.WaitGroup) error {
 	log := o.cfg.log.WithField("watch", r.w.name).WithField("kind", r.w.gvk.String())
 	delay := o.cfg.discoveryMin
 	for {
@@ -278,7 +313,7 @@ func (o *Operator) startLate(ctx, handlerCtx context.Context, r *watchRun, err e
 		}
 		return err
 	}
-	o.startWorkers(ctx, handlerCtx, r, workers)
+	o.startWorkers(ctx, r, workers)
 	return nil
 }
 
@@ -292,7 +327,7 @@ func (o *Operator) waitSynced(ctx context.Context, r *watchRun) error {
 	return nil
 }
 
-func (o *Operator) startWorkers(runCtx, handlerCtx context.Context, r *watchRun, workers *sync.WaitGroup) {
+func (o *Operator) startWorkers(ctx context.Context, r *watchRun, workers *sync.WaitGroup) {
 	if r.w.cfg.ownerOf != nil {
 		// Secondary watches only feed their owners' queues.
 		return
@@ -301,28 +336,24 @@ func (o *Operator) startWorkers(runCtx, handlerCtx context.Context, r *watchRun,
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			r.work(runCtx, handlerCtx)
+			r.work(ctx)
 		}()
 	}
 }
 
-// drain waits for the workers up to the graceful timeout, then cancels the
-// handlers' context and stops waiting for handlers that ignore it.
-func (o *Operator) drain(workers *sync.WaitGroup, cancelHandlers context.CancelFunc) {
+// drain waits for the workers, whose context is already cancelled, up to
+// the graceful timeout. A handler that ignores its context is left behind,
+// and said so: leadership is released while it still runs.
+func (o *Operator) drain(workers *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() { workers.Wait(); close(done) }()
 	timer := time.NewTimer(o.cfg.gracefulTimeout)
 	defer timer.Stop()
 	select {
 	case <-done:
-		return
 	case <-timer.C:
-	}
-	o.cfg.log.WithField("timeout", o.cfg.gracefulTimeout).Warn("handlers still running after the graceful timeout; cancelling their context")
-	cancelHandlers()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-		o.cfg.log.Error("handlers ignore context cancellation; leaving them behind")
+		o.cfg.log.WithField("timeout", o.cfg.gracefulTimeout).Error(
+			"handlers still running after the graceful timeout although their context is cancelled; " +
+				"stopping anyway: leadership is released and a stand-by may lead while they run")
 	}
 }

@@ -4,24 +4,28 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/handlerkit/handlerkit/pkg/sdk"
 )
 
-func TestCancelLetsARunningHandlerFinishWithALiveContext(t *testing.T) {
+func TestCancelCancelsHandlersAtOnceAndWaitsForThem(t *testing.T) {
 	f := newFixture(t, sdk.WithGracefulTimeout(time.Minute))
 	entered := make(chan struct{})
 	release := make(chan struct{})
-	ctxErrAtRelease := make(chan error, 1)
+	cancelledAt := make(chan time.Time, 1)
 	if err := f.op.Watch("v1", "ConfigMap", f.ns, 0); err != nil {
 		t.Fatal(err)
 	}
 	f.op.Handle(sdk.HandlerFunc(func(ctx context.Context, e sdk.Event) error {
 		close(entered)
-		<-release
-		ctxErrAtRelease <- ctx.Err()
+		<-ctx.Done()
+		cancelledAt <- time.Now()
+		<-release // a write that does not watch its context, finishing after the cancel
 		return nil
 	}))
 	run := f.runAsync(t)
@@ -29,48 +33,84 @@ func TestCancelLetsARunningHandlerFinishWithALiveContext(t *testing.T) {
 	f.createCM(t, "slow")
 	<-entered
 
+	stoppedAt := time.Now()
 	run.cancel()
-	// Run must wait for the handler: it cannot have returned while the
-	// handler is still blocked.
-	if done, err := run.returned(200 * time.Millisecond); done {
+	select {
+	case at := <-cancelledAt:
+		t.Logf("shutdown -> handler context cancelled: %s", at.Sub(stoppedAt))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's context was not cancelled when Run's context ended")
+	}
+	// Run must still wait for the handler: it cannot have returned while the handler runs.
+	if done, err := run.returned(300 * time.Millisecond); done {
 		t.Fatalf("Run returned (%v) while a handler was still running", err)
 	}
-	close(release)
-	if err := <-ctxErrAtRelease; err != nil {
-		t.Errorf("handler context during the graceful period = %v, want still alive", err)
+	if err := f.op.Ready(); err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("Ready while draining = %v, want shutting down", err)
 	}
+	close(release)
 	done, err := run.returned(30 * time.Second)
 	if !done || err != nil {
 		t.Fatalf("Run after the handler finished: returned=%v err=%v, want nil", done, err)
 	}
 }
 
-func TestGracefulTimeoutCancelsTheHandlersContext(t *testing.T) {
-	f := newFixture(t, sdk.WithGracefulTimeout(200*time.Millisecond))
+func TestHandlerIgnoringItsContextIsLeftBehindAfterTheGracefulTimeout(t *testing.T) {
+	hook := &messageHook{substr: "still running after the graceful timeout"}
+	logger := testLogger()
+	logger.AddHook(hook)
+	const graceful = 200 * time.Millisecond
+	f := newFixture(t, sdk.WithGracefulTimeout(graceful), sdk.WithLogger(logger))
 	entered := make(chan struct{})
-	cancelled := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
 	if err := f.op.Watch("v1", "ConfigMap", f.ns, 0); err != nil {
 		t.Fatal(err)
 	}
 	f.op.Handle(sdk.HandlerFunc(func(ctx context.Context, e sdk.Event) error {
 		close(entered)
-		<-ctx.Done()
-		close(cancelled)
-		return ctx.Err()
+		<-release
+		return nil
 	}))
 	run := f.runAsync(t)
 	eventually(t, 30*time.Second, "ready", func() bool { return f.op.Ready() == nil })
 	f.createCM(t, "stuck")
 	<-entered
+	stoppedAt := time.Now()
 	run.cancel()
-	select {
-	case <-cancelled:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the handler's context was never cancelled after the graceful timeout")
-	}
 	if done, err := run.returned(30 * time.Second); !done || err != nil {
 		t.Fatalf("Run: returned=%v err=%v, want nil", done, err)
 	}
+	if took := time.Since(stoppedAt); took < graceful {
+		t.Errorf("Run returned after %s, before the graceful timeout %s", took, graceful)
+	}
+	if !hook.fired() {
+		t.Error("no log line says a handler outlived the graceful timeout")
+	}
+}
+
+// messageHook records whether a log message contained substr.
+type messageHook struct {
+	substr string
+	mu     sync.Mutex
+	seen   bool
+}
+
+func (h *messageHook) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h *messageHook) Fire(e *logrus.Entry) error {
+	if strings.Contains(e.Message, h.substr) {
+		h.mu.Lock()
+		h.seen = true
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+func (h *messageHook) fired() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen
 }
 
 func TestCacheThatCannotSyncMakesRunFail(t *testing.T) {
@@ -96,6 +136,10 @@ type failingElector struct{}
 func (failingElector) Lead(context.Context) (context.Context, error) {
 	return nil, errors.New("lease API unreachable")
 }
+
+func (failingElector) Release(context.Context) error { return nil }
+
+func (failingElector) Healthy() error { return nil }
 
 func TestElectorFailureIsReturned(t *testing.T) {
 	f := newFixture(t, sdk.WithElector(failingElector{}))

@@ -74,6 +74,16 @@ func (w *watch) newRun(handler Handler, owners []*watch) *watchRun {
 	return r
 }
 
+// endRun detaches r once its term is over, so that its cache, about to
+// stop, is no longer served to query.
+func (w *watch) endRun(r *watchRun) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur == r {
+		w.cur = nil
+	}
+}
+
 func (w *watch) run() *watchRun {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -299,17 +309,17 @@ func (w *watch) namespaced() bool {
 	return m.Scope.Name() != meta.RESTScopeNameRoot
 }
 
-// work takes keys until the queue shuts down. Once runCtx ends it only
-// drains the queue without handling, so shutdown waits for handlings in
-// flight, not for the backlog.
-func (r *watchRun) work(runCtx, handlerCtx context.Context) {
+// work takes keys until the queue shuts down. Once ctx (the term's) ends
+// it only drains the queue without handling: no handling starts after the
+// term, and shutdown waits for handlings in flight, not for the backlog.
+func (r *watchRun) work(ctx context.Context) {
 	for {
 		key, quit := r.queue.Get()
 		if quit {
 			return
 		}
-		if runCtx.Err() == nil {
-			r.process(handlerCtx, key)
+		if ctx.Err() == nil {
+			r.process(ctx, key)
 		}
 		r.queue.Done(key)
 	}
