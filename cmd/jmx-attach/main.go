@@ -79,11 +79,13 @@ Exit codes: 0 listed (possibly none), 2 bad command line, 5 /proc could not be r
 const injectHelp = `Usage: jmx-attach inject --agent JAR --config FILE --port N (--pid P | --all) [flags]
 
 For each JVM it: checks that the jar has an Agent-Class and the config is a valid jmx_exporter config; skips a
-JVM that already has the agent (marker in its /tmp and the port listening); refuses a port that is in use in
-the JVM's network namespace and a JVM started with -XX:+DisableAttachMechanism; waits until the JVM is
---min-age old; copies the jar and config into --target-dir of the JVM's filesystem (through /proc/<pid>/root,
-owned by the JVM's user); loads the agent with "load instrument false <jar>=[host:]<port>:<config>"; and
-waits until http://<host>:<port>/metrics answers. No signal is sent before every check passed.
+JVM that already has the agent (marker in its /tmp and the port listening); refuses a port the agent could not
+bind in the JVM's network namespace (checked by binding it there) and a JVM started with
+-XX:+DisableAttachMechanism; waits until the JVM is --min-age old; copies the jar and config into a new
+directory --target-dir/handlerkit-jmx-<random> of the JVM's filesystem (mode 0700, the JVM user's; files
+read-only) and verifies them; loads the agent with "load instrument false <jar>=[host:]<port>:<config>"; and
+waits until http://<host>:<port>/metrics answers. No signal is sent before every check passed. The copies are
+removed when the JVM did not load the agent.
 
 Flags:
   --agent JAR           agent jar on this machine (required)
@@ -96,18 +98,21 @@ Flags:
   --min-age D           minimum JVM age before it is signalled (default 10s)
   --attach-timeout D    wait for the JVM's attach socket (default 10s)
   --http-timeout D      wait for the port to answer HTTP; 0 skips the check (default 15s)
-  --target-dir DIR      directory in the JVM's filesystem for the jar and config (default /tmp/handlerkit-jmx)
+  --target-dir DIR      directory in the JVM's filesystem in which each injection creates its own directory
+                        for the jar and config; only root or the JVM's user may be able to change it (default /tmp)
   --termination-log F   also write the JSON result lines to F when it exists (default /dev/termination-log)
   --extra-config-keys K comma-separated top-level config keys to accept besides the known jmx_exporter ones
 
 Result lines: one per JVM. With --json each is a JSON object (Go type pkg/jvm.InjectResult; parse it with
 jvm.ParseInjectResult):
   {"pid":123,"nspid":1,"mainClass":"app.jar","status":"ok","message":"...","port":9404,
-   "agentPath":"/tmp/handlerkit-jmx/agent.jar","configPath":"/tmp/handlerkit-jmx/config.yaml","javaVersion":"17.0.15"}
+   "agentPath":"/tmp/handlerkit-jmx-3f9c0a5e1b2d4c68/agent.jar","configPath":"/tmp/handlerkit-jmx-3f9c0a5e1b2d4c68/config.yaml",
+   "javaVersion":"17.0.15"}
 status is "ok", "already-injected" (a success) or "error"; an error carries a reason such as not-jvm,
 too-young, attach-disabled, sigquit-not-handled, agent-jar-invalid, config-invalid, port-in-use,
-args-too-long, copy-failed, attach-timeout, connect-failed, agent-load-failed, agent-start-failed,
-agent-not-listening, http-check-failed, process-gone, invalid-request, internal.
+port-not-permitted, port-check-failed, args-too-long, copy-failed, attach-timeout, connect-failed,
+agent-load-failed, agent-start-failed, agent-not-listening, http-check-failed, process-gone, invalid-request,
+internal (docs/jmx-attach.md explains each).
 
 Exit codes: 0 all ok or already injected, 1 some JVM failed, 2 bad command line, 3 --all found no JVM,
 4 agent jar or config invalid (nothing touched), 5 /proc could not be read.

@@ -65,9 +65,15 @@ func setup(m *testing.M) (int, error) {
 // runBinary runs the built jmx-attach and returns stdout, stderr and the exit code.
 func runBinary(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return runCommand(t, append([]string{binary}, args...)...)
+}
+
+// runCommand runs argv (jmx-attach under a wrapper such as setpriv) and returns stdout, stderr and the exit code.
+func runCommand(t *testing.T, argv ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -99,7 +105,7 @@ func targetDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	return filepath.Join(dir, "agent")
+	return dir
 }
 
 func parseLines(t *testing.T, out string) []jvm.InjectResult {
@@ -279,5 +285,30 @@ func TestInjectIntoNonJVMExitsOneAndSignalsNothing(t *testing.T) {
 	case <-exited:
 		t.Fatal("sleep exited")
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestPortCannotBeCheckedOutsideTheJVMsNetworkNamespaceWithoutCapSysAdmin runs jmx-attach without CAP_SYS_ADMIN
+// (as under Pod Security "restricted") against a JVM in a network namespace of its own: jmx-attach cannot join
+// it to check the port, so it refuses with port-check-failed before it touches the JVM.
+func TestPortCannotBeCheckedOutsideTheJVMsNetworkNamespaceWithoutCapSysAdmin(t *testing.T) {
+	t.Parallel()
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) is not installed")
+	}
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: app, PrivateNamespaces: true, PrivateNetwork: true})
+	out, stderr, code := runCommand(t, setpriv, "--bounding-set=-sys_admin", binary, "inject", "--agent", agentJar,
+		"--config", config, "--port", strconv.Itoa(freePort(t)), "--host", "127.0.0.1", "--pid", strconv.Itoa(jv.Pid),
+		"--min-age", "0s", "--json", "--termination-log", "")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitFailed, out, stderr)
+	}
+	res := parseLines(t, out)
+	if res[0].Reason != jvm.ReasonPortCheckFailed || !strings.Contains(res[0].Message, "CAP_SYS_ADMIN") {
+		t.Fatalf("result: %+v, want %s naming CAP_SYS_ADMIN", res[0], jvm.ReasonPortCheckFailed)
+	}
+	if _, err := os.Lstat(filepath.Join(jv.WorkDir, ".java_pid1")); err == nil || !jv.Alive() {
+		t.Fatalf("JVM was signalled (attach socket exists) or died (alive=%v): %s", jv.Alive(), jv.Output())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -86,6 +87,30 @@ func TestParseStatHandlesParenthesesInComm(t *testing.T) {
 	for _, bad := range []string{"", "1 (x S 1", "x (y) S 1 2", "1 (y) S 1 2 3", "1 (y) SS " + strings.Repeat("1 ", 20)} {
 		if _, err := ParseStat([]byte(bad)); err == nil {
 			t.Errorf("ParseStat(%q): no error", bad)
+		}
+	}
+}
+
+func TestParseStatReadsTheExitCodeOfAnEndedProcess(t *testing.T) {
+	// A zombie's stat as Linux 6 writes it: 52 fields, exit_code last.
+	fields := "S 1 1 1 0 -1 4194560 1 0 0 0 5 3 0 0 20 0 20 0 987654 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 "
+	cases := map[string]struct {
+		state    string
+		exitCode int
+		hint     string
+	}{
+		"exited 1":      {"Z", 256, "exit status 1"},
+		"killed by 9":   {"Z", 9, "killed by signal 9 (killed)"},
+		"still running": {"S", 0, ""},
+	}
+	for name, tc := range cases {
+		line := "77 (java) " + tc.state + fields[1:] + strconv.Itoa(tc.exitCode) + "\n"
+		st, err := ParseStat([]byte(line))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if st.ExitCode != tc.exitCode || st.ExitHint() != tc.hint {
+			t.Errorf("%s: exit code %d hint %q, want %d %q", name, st.ExitCode, st.ExitHint(), tc.exitCode, tc.hint)
 		}
 	}
 }

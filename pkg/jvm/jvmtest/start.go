@@ -101,7 +101,8 @@ func Start(ctx context.Context, opts Options) (*JVM, error) {
 	// The JVM may run as another user and, with PrivateNamespaces, uses this directory as its /tmp.
 	mode := os.FileMode(0o755)
 	if opts.PrivateNamespaces {
-		mode = 0o1777
+		// Like a real /tmp: world-writable and sticky. (os.FileMode spells sticky ModeSticky, not 0o1000.)
+		mode = 0o777 | os.ModeSticky
 	}
 	if err := os.Chmod(work, mode); err != nil {
 		os.RemoveAll(work)
