@@ -81,7 +81,7 @@ const injectHelp = `Usage: jmx-attach inject --agent JAR --config FILE --port N 
 For each JVM it: checks that the jar has an Agent-Class and the config is a valid jmx_exporter config; skips a
 JVM that already has the agent (marker in its /tmp and the port listening); refuses a port the agent could not
 bind in the JVM's network namespace (checked by binding it there) and a JVM started with
--XX:+DisableAttachMechanism; waits until the JVM is --min-age old; copies the jar and config into a new
+-XX:+DisableAttachMechanism or -XX:-EnableDynamicAgentLoading; waits until the JVM is --min-age old; copies the jar and config into a new
 directory --target-dir/handlerkit-jmx-<random> of the JVM's filesystem (mode 0700, the JVM user's; files
 read-only) and verifies them; loads the agent with "load instrument false <jar>=[host:]<port>:<config>"; and
 waits until http://<host>:<port>/metrics answers. No signal is sent before every check passed. The copies are
@@ -109,10 +109,10 @@ jvm.ParseInjectResult):
    "agentPath":"/tmp/handlerkit-jmx-3f9c0a5e1b2d4c68/agent.jar","configPath":"/tmp/handlerkit-jmx-3f9c0a5e1b2d4c68/config.yaml",
    "javaVersion":"17.0.15"}
 status is "ok", "already-injected" (a success) or "error"; an error carries a reason such as not-jvm,
-too-young, attach-disabled, sigquit-not-handled, agent-jar-invalid, config-invalid, port-in-use,
-port-not-permitted, port-check-failed, args-too-long, copy-failed, attach-timeout, connect-failed,
-agent-load-failed, agent-start-failed, agent-not-listening, http-check-failed, process-gone, invalid-request,
-internal (docs/jmx-attach.md explains each).
+too-young, attach-disabled, dynamic-loading-disabled, sigquit-not-handled, agent-jar-invalid, config-invalid,
+port-in-use, port-not-permitted, port-check-failed, args-too-long, copy-failed, attach-timeout,
+connect-failed, agent-load-failed, agent-start-failed, agent-not-listening, http-check-failed, process-gone,
+invalid-request, internal (docs/jmx-attach.md explains each).
 
 Exit codes: 0 all ok or already injected, 1 some JVM failed, 2 bad command line, 3 --all found no JVM,
 4 agent jar or config invalid (nothing touched), 5 /proc could not be read.

@@ -242,12 +242,11 @@ func (a *attacher) openSocket(root *targetRoot, p string) (int, error) {
 	return fd, nil
 }
 
-// checkSignalSafe refuses, before any trigger file is created, a JVM that disabled attach or that SIGQUIT would
-// kill.
+// checkSignalSafe refuses, before any trigger file is created, a JVM that disabled attach or dynamic agent
+// loading, or that SIGQUIT would kill.
 func (a *attacher) checkSignalSafe() error {
-	if a.jvm.AttachDisabled {
-		return &AttachError{Reason: ReasonAttachDisabled,
-			Msg: fmt.Sprintf("pid %d runs with -XX:+DisableAttachMechanism; an agent cannot be loaded into it", a.jvm.PID)}
+	if err := checkAttachAllowed(a.jvm); err != nil {
+		return err
 	}
 	// Fail before creating anything when SIGQUIT would kill the JVM.
 	return a.checkQuitHandled()

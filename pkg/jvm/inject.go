@@ -262,11 +262,15 @@ func (in *Injector) checkBeforeSignal(j JVM, a Agent) error {
 	return checkAttachAllowed(j)
 }
 
-// checkAttachAllowed refuses a JVM that disabled the attach mechanism.
+// checkAttachAllowed refuses a JVM that disabled the attach mechanism or the dynamic loading of agents.
 func checkAttachAllowed(j JVM) error {
 	if j.AttachDisabled {
 		return &AttachError{Reason: ReasonAttachDisabled, Msg: fmt.Sprintf(
 			"pid %d runs with -XX:+DisableAttachMechanism; an agent cannot be loaded into it", j.PID)}
+	}
+	if j.DynamicAgentLoadingDisabled {
+		return &AttachError{Reason: ReasonDynamicLoadingDisabled, Msg: fmt.Sprintf(
+			"pid %d runs with -XX:-EnableDynamicAgentLoading; it refuses agents loaded while it runs (start it with -javaagent instead)", j.PID)}
 	}
 	return nil
 }

@@ -257,6 +257,11 @@ func TestParseReplyRecognisesEachJDKFormat(t *testing.T) {
 		{"jdk9 library not loaded", "0\ninstrument was not loaded.\nlibinstrument.so: cannot open\n", ReplyJDK9, ReasonAgentLoadFailed, 0},
 		{"jdk21 failed", "-1\nFailed to load agent library: instrument was not loaded\n", ReplyFailed, ReasonAgentLoadFailed, 0},
 		{"protocol mismatch", "101\n", ReplyFailed, ReasonAgentLoadFailed, 0},
+		// Recorded from JDK 17.0.15 and Temurin 25.0.3 started with -XX:-EnableDynamicAgentLoading.
+		{"jdk17 dynamic loading disabled", "-1\nDynamic agent loading is not enabled. Use -XX:+EnableDynamicAgentLoading to launch target VM.\n",
+			ReplyFailed, ReasonDynamicLoadingDisabled, 0},
+		{"jdk25 dynamic loading disabled", "0\nDynamic agent loading is not enabled. Use -XX:+EnableDynamicAgentLoading to launch target VM.\n",
+			ReplyJDK9, ReasonDynamicLoadingDisabled, 0},
 		{"no answer", "0\n", ReplyJDK9, ReasonAgentLoadFailed, 0},
 	}
 	for _, tc := range cases {

@@ -22,6 +22,10 @@ const (
 	ReasonTooYoung Reason = "too-young"
 	// ReasonAttachDisabled: the JVM runs with -XX:+DisableAttachMechanism.
 	ReasonAttachDisabled Reason = "attach-disabled"
+	// ReasonDynamicLoadingDisabled: the JVM runs with -XX:-EnableDynamicAgentLoading and refuses agents loaded
+	// over the attach protocol. Found in its options before any signal, or read from the JVM's own refusal when
+	// the flag is set somewhere jmx-attach does not look (-XX:Flags, -XX:VMOptionsFile).
+	ReasonDynamicLoadingDisabled Reason = "dynamic-loading-disabled"
 	// ReasonSignalNotHandled: the JVM does not handle SIGQUIT (-Xrs, -XX:+ReduceSignalUsage, or not yet
 	// initialised), so SIGQUIT would kill it; it was not signalled.
 	ReasonSignalNotHandled Reason = "sigquit-not-handled"

@@ -46,6 +46,9 @@ type Options struct {
 	PrivateNetwork bool
 	// Env is added to the JVM's environment (which otherwise is this process's environment).
 	Env []string
+	// Files are written into the JVM's working directory before it starts, readable by every user: for example
+	// an @argfile named on the command line relative to the working directory.
+	Files map[string][]byte
 	// ReadyTimeout bounds the wait for the application's ready line. Default: 60s.
 	ReadyTimeout time.Duration
 }
@@ -112,6 +115,16 @@ func Start(ctx context.Context, opts Options) (*JVM, error) {
 	if err := copyFile(opts.App.Jar, jar); err != nil {
 		os.RemoveAll(work)
 		return nil, err
+	}
+	for name, data := range opts.Files {
+		if name != filepath.Base(name) {
+			os.RemoveAll(work)
+			return nil, fmt.Errorf("jvmtest: Options.Files: %q is not a plain file name", name)
+		}
+		if err := os.WriteFile(filepath.Join(work, name), data, 0o644); err != nil {
+			os.RemoveAll(work)
+			return nil, err
+		}
 	}
 	cp, cwd := jar, work
 	if opts.PrivateNamespaces {
