@@ -3,7 +3,7 @@
 // no shell, JDK or writable /opt. Build it with CGO_ENABLED=0.
 //
 //	jmx-attach list [--json]
-//	jmx-attach inject --agent JAR --config FILE --port N (--pid P | --all) [--json]
+//	jmx-attach inject --agent JAR --config FILE --port N[,N...] (--pid P | --all) [--json]
 //
 // Exit codes are listed in the help text and docs/jmx-attach.md.
 package main
@@ -46,7 +46,7 @@ const usageText = `jmx-attach finds running JVMs and loads a java agent (the Pro
 
 Usage:
   jmx-attach list [--json]
-  jmx-attach inject --agent JAR --config FILE --port N (--pid P | --all) [flags]
+  jmx-attach inject --agent JAR --config FILE --port N[,N...] (--pid P | --all) [flags]
   jmx-attach help [command]
 
 Commands:
@@ -76,7 +76,7 @@ Flags:
 Exit codes: 0 listed (possibly none), 2 bad command line, 5 /proc could not be read.
 `
 
-const injectHelp = `Usage: jmx-attach inject --agent JAR --config FILE --port N (--pid P | --all) [flags]
+const injectHelp = `Usage: jmx-attach inject --agent JAR --config FILE --port N[,N...] (--pid P | --all) [flags]
 
 For each JVM it: checks that the jar has an Agent-Class and the config is a valid jmx_exporter config; skips a
 JVM that already has the agent (marker in its /tmp and the port listening); refuses a port the agent could not
@@ -90,7 +90,10 @@ removed when the JVM did not load the agent.
 Flags:
   --agent JAR           agent jar on this machine (required)
   --config FILE         exporter config on this machine (required)
-  --port N              port the agent serves on, in the JVM's network namespace (required)
+  --port N[,N...]       port the agent serves on, in the JVM's network namespace (required). With --all, JVMs
+                        that share a network namespace get a port each, oldest first: N for the oldest, then
+                        the next free ports above it, or the listed ports in order; a JVM injected before keeps
+                        its port. Each result line says the JVM's port.
   --host ADDR           address the agent binds (default: all addresses, as jmx_exporter does)
   --pid P               inject into this pid
   --all                 inject into every JVM found
@@ -228,7 +231,7 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var (
 		agentJar    = fs.String("agent", "", "")
 		config      = fs.String("config", "", "")
-		port        = fs.Int("port", 0, "")
+		portList    = fs.String("port", "", "")
 		host        = fs.String("host", "", "")
 		pid         = fs.Int("pid", 0, "")
 		all         = fs.Bool("all", false, "")
@@ -250,8 +253,12 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *config == "" {
 		problems = append(problems, "--config is required")
 	}
-	if *port < 1 || *port > 65535 {
-		problems = append(problems, "--port must be 1-65535")
+	ports, err := parsePorts(*portList)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(ports) > 1 && !*all {
+		problems = append(problems, "a list of ports needs --all")
 	}
 	if (*pid > 0) == *all {
 		problems = append(problems, "give exactly one of --pid or --all")
@@ -275,11 +282,12 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "jmx-attach inject: %v\n", err)
 		return exitUsage
 	}
-	agent := jvm.Agent{Jar: *agentJar, Config: *config, Port: *port, Host: *host}
+	agent := jvm.Agent{Jar: *agentJar, Config: *config, Port: ports[0], Host: *host}
 
+	var jvms []jvm.JVM
 	var pids []int
 	if *all {
-		jvms, err := jvm.Discover()
+		jvms, err = jvm.Discover()
 		if err != nil {
 			fmt.Fprintf(stderr, "jmx-attach inject: %v\n", err)
 			return exitListFailure
@@ -308,9 +316,15 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return exitBadAgent
 	}
+	var results []jvm.InjectResult
+	if *all {
+		// Several JVMs may share a network namespace: each gets its own port.
+		results = in.InjectAll(ctx, jvms, agent, ports...)
+	} else {
+		results = []jvm.InjectResult{in.Inject(ctx, *pid, agent)}
+	}
 	code := exitOK
-	for _, p := range pids {
-		res := in.Inject(ctx, p, agent)
+	for _, res := range results {
 		out.add(res)
 		if !res.OK() {
 			code = exitFailed
@@ -318,6 +332,22 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	out.writeTerminationLog(*termination, stderr)
 	return code
+}
+
+// parsePorts parses --port: one port, or a comma-separated list.
+func parsePorts(s string) ([]int, error) {
+	if s == "" {
+		return nil, errors.New("--port is required")
+	}
+	var ports []int
+	for _, f := range strings.Split(s, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("--port must be a port 1-65535 or a comma-separated list of them, not %q", s)
+		}
+		ports = append(ports, p)
+	}
+	return ports, nil
 }
 
 // resultWriter prints result lines and remembers their JSON for the termination log.

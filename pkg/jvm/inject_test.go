@@ -546,28 +546,10 @@ func TestInjectIntoNewestJDK(t *testing.T) {
 }
 
 // newestJDK returns the java binary and version of the newest JDK of at least feature release min under
-// /usr/lib/jvm, read from each JDK's release file, or "" when there is none.
+// /usr/lib/jvm, or "" when there is none.
 func newestJDK(t *testing.T, min int) (java, version string) {
 	t.Helper()
-	releases, err := filepath.Glob("/usr/lib/jvm/*/release")
-	if err != nil {
-		t.Fatal(err)
-	}
-	best := 0
-	for _, rel := range releases {
-		data, err := os.ReadFile(rel)
-		if err != nil {
-			continue
-		}
-		v := parseReleaseVersion(data)
-		feature, err := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
-		bin := filepath.Join(filepath.Dir(rel), "bin", "java")
-		if _, statErr := os.Stat(bin); err != nil || statErr != nil || feature < min || feature <= best {
-			continue
-		}
-		java, version, best = bin, v, feature
-	}
-	return java, version
+	return jvmtest.NewestJDK(min)
 }
 
 // TestStaleAttachSocketIsReplaced covers a .java_pid file left by an earlier process with the same pid: nobody

@@ -316,3 +316,34 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// NewestJDK returns the java launcher and version (JAVA_VERSION of its release file) of the newest JDK under
+// /usr/lib/jvm whose feature release is at least min, or "" when there is none.
+func NewestJDK(min int) (java, version string) {
+	releases, _ := filepath.Glob("/usr/lib/jvm/*/release")
+	best := 0
+	for _, rel := range releases {
+		data, err := os.ReadFile(rel)
+		if err != nil {
+			continue
+		}
+		v := releaseVersion(data)
+		feature, err := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+		bin := filepath.Join(filepath.Dir(rel), "bin", "java")
+		if _, statErr := os.Stat(bin); err != nil || statErr != nil || feature < min || feature <= best {
+			continue
+		}
+		java, version, best = bin, v, feature
+	}
+	return java, version
+}
+
+// releaseVersion returns JAVA_VERSION from the contents of a JDK's release file.
+func releaseVersion(data []byte) string {
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "JAVA_VERSION="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
