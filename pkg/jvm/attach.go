@@ -252,6 +252,22 @@ func (a *attacher) checkSignalSafe() error {
 	return a.checkQuitHandled()
 }
 
+// checkListenerReachable refuses, before anything is copied, a JVM that has no running attach listener and no
+// SIGQUIT handler: its listener cannot be started without killing it. An -Xrs JVM starts its listener at
+// startup and passes, as long as its socket is there.
+func (a *attacher) checkListenerReachable() error {
+	root, err := openTargetRoot(a.jvm.PID)
+	if err != nil {
+		return &AttachError{Reason: ReasonProcessGone, Msg: "open target root", Err: err}
+	}
+	defer root.Close()
+	if fd, err := a.openSocket(root, path.Join("/tmp", ".java_pid"+strconv.Itoa(a.jvm.NSPID))); err == nil {
+		unix.Close(fd)
+		return nil
+	}
+	return a.checkQuitHandled()
+}
+
 // checkQuitHandled refuses a JVM that has no SIGQUIT handler: the signal would terminate it.
 func (a *attacher) checkQuitHandled() error {
 	st, err := readStatus(a.jvm.PID)
@@ -260,7 +276,7 @@ func (a *attacher) checkQuitHandled() error {
 	}
 	if !st.CatchesSignal(int(unix.SIGQUIT)) {
 		return &AttachError{Reason: ReasonSignalNotHandled, Msg: fmt.Sprintf(
-			"pid %d does not handle SIGQUIT (started with -Xrs or -XX:+ReduceSignalUsage, or still starting); not signalled", a.jvm.PID)}
+			"pid %d has no attach socket and does not handle SIGQUIT (an -Xrs JVM whose socket was removed, or one still starting); not signalled", a.jvm.PID)}
 	}
 	return nil
 }

@@ -149,8 +149,9 @@ func (in *Injector) precheck(a Agent) (agentFiles, error) {
 // outcome reaches the operator in the same shape. In order, it:
 //
 //  1. checks that pid is a JVM, the jar, the config, that the agent is not loaded already (marker in the
-//     JVM's /tmp and a listener on the port), that the agent will be able to bind the port (CheckPort), and
-//     that attach is not disabled;
+//     JVM's /tmp and a listener on the port), that the agent will be able to bind the port (CheckPort), that
+//     neither attach nor dynamic agent loading is disabled, and that the JVM's attach listener runs or can be
+//     started without killing it;
 //  2. waits until the JVM is at least the minimum age;
 //  3. copies the jar and config into a new directory in the JVM's filesystem (see WithTargetDir), verifies
 //     the copies and checks the port once more;
@@ -253,13 +254,16 @@ func (in *Injector) reportEarlierLoad(res InjectResult, prev marker) InjectResul
 	return res
 }
 
-// checkBeforeSignal runs the checks that need the JVM but do not touch it: the agent can bind its port, and
-// the JVM accepts an agent over the attach protocol.
+// checkBeforeSignal runs the checks that need the JVM but do not touch it: the agent can bind its port, the
+// JVM accepts an agent over the attach protocol, and its attach listener runs or can be started safely.
 func (in *Injector) checkBeforeSignal(j JVM, a Agent) error {
 	if err := CheckPort(j, a.Host, a.Port); err != nil {
 		return err
 	}
-	return checkAttachAllowed(j)
+	if err := checkAttachAllowed(j); err != nil {
+		return err
+	}
+	return (&attacher{jvm: j}).checkListenerReachable()
 }
 
 // checkAttachAllowed refuses a JVM that disabled the attach mechanism or the dynamic loading of agents.

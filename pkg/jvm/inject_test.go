@@ -591,3 +591,50 @@ func TestInjectIntoJVMInOwnNetworkNamespace(t *testing.T) {
 		t.Fatalf("PortListening in the JVM's namespace = %v, %v", listening, err)
 	}
 }
+
+// TestXrsJVMIsInjectedThroughItsStartupListener covers -Xrs (ReduceSignalUsage): such a JVM has no SIGQUIT
+// handler, so a SIGQUIT would kill it, but it starts its attach listener at startup instead, and the agent is
+// loaded through that socket without any signal. Only when the socket is gone (a cleaned /tmp) is the JVM
+// refused, with sigquit-not-handled, and it lives on.
+func TestXrsJVMIsInjectedThroughItsStartupListener(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	for _, jdk := range testJDKs(t) {
+		t.Run(jdk.name, func(t *testing.T) {
+			t.Parallel()
+			opts := jvmtest.Options{App: testApp, Java: jdk.java, JVMArgs: []string{"-Xrs", "-Xmx64m"}}
+			jv := jvmtest.StartJVM(t, opts)
+			j, err := Inspect(jv.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := readStatus(jv.Pid); err != nil || st.CatchesSignal(int(syscall.SIGQUIT)) {
+				t.Fatalf("-Xrs JVM handles SIGQUIT (%v): the test needs one that does not", err)
+			}
+			if !attachSocketExists(t, j) {
+				t.Fatal("-Xrs JVM has no attach socket after startup")
+			}
+			port := freePort(t)
+			requireOK(t, newTestInjector(t, WithTargetDir(testTargetDir(t))).Inject(context.Background(), jv.Pid, loopbackAgent(port)))
+			scrapeHeap(t, jv.Pid, port)
+
+			bare := jvmtest.StartJVM(t, opts)
+			sock := filepath.Join("/tmp", ".java_pid"+strconv.Itoa(bare.Pid))
+			if err := os.Remove(sock); err != nil {
+				t.Fatal(err)
+			}
+			parent := testTargetDir(t)
+			res := newTestInjector(t, WithTargetDir(parent)).Inject(context.Background(), bare.Pid, loopbackAgent(freePort(t)))
+			if res.Reason != ReasonSignalNotHandled {
+				t.Fatalf("inject without the socket: %+v, want %s", res, ReasonSignalNotHandled)
+			}
+			if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+				t.Errorf("%s received %v: the refusal should come before the copy", parent, entries)
+			}
+			time.Sleep(300 * time.Millisecond) // a stray SIGQUIT would have ended it by now
+			if !jv.Alive() || !bare.Alive() {
+				t.Fatalf("a JVM died: %s\n%s", jv.Output(), bare.Output())
+			}
+		})
+	}
+}

@@ -26,8 +26,9 @@ const (
 	// over the attach protocol. Found in its options before any signal, or read from the JVM's own refusal when
 	// the flag is set somewhere jmx-attach does not look (-XX:Flags, -XX:VMOptionsFile).
 	ReasonDynamicLoadingDisabled Reason = "dynamic-loading-disabled"
-	// ReasonSignalNotHandled: the JVM does not handle SIGQUIT (-Xrs, -XX:+ReduceSignalUsage, or not yet
-	// initialised), so SIGQUIT would kill it; it was not signalled.
+	// ReasonSignalNotHandled: the JVM has no attach listener running and does not handle SIGQUIT (an -Xrs or
+	// -XX:+ReduceSignalUsage JVM whose attach socket was removed, or one not yet initialised), so SIGQUIT would
+	// kill it; it was not signalled. An -Xrs JVM with its socket is injected without a signal.
 	ReasonSignalNotHandled Reason = "sigquit-not-handled"
 	// ReasonAgentJarInvalid: the agent jar is missing, unreadable, or has no Agent-Class.
 	ReasonAgentJarInvalid Reason = "agent-jar-invalid"
