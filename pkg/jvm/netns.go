@@ -68,7 +68,7 @@ func joinNetns(pid int) error {
 	defer unix.Close(fd)
 	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
 		if errors.Is(err, unix.EPERM) {
-			return fmt.Errorf("%w: setns into the network namespace of pid %d needs CAP_SYS_ADMIN: %v", errNetnsDenied, pid, err)
+			return fmt.Errorf("%w (setns needs CAP_SYS_ADMIN: %v)", errNetnsDenied, err)
 		}
 		return fmt.Errorf("setns into the network namespace of pid %d: %w", pid, err)
 	}

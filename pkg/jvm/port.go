@@ -62,7 +62,7 @@ func CheckPort(j JVM, host string, port int) error {
 	})
 	if err != nil {
 		return &AttachError{Reason: ReasonPortCheckFailed, Msg: fmt.Sprintf(
-			"cannot check port %d in the network namespace of pid %d; run jmx-attach in the JVM's network namespace (its pod) or with CAP_SYS_ADMIN", port, j.PID), Err: err}
+			"cannot check port %d in the network namespace of pid %d; run jmx-attach in the JVM's pod", port, j.PID), Err: err}
 	}
 	if res.unprivilegedStart > 0 && port < res.unprivilegedStart {
 		st, err := readStatus(j.PID)
