@@ -149,10 +149,10 @@ func (in *Injector) precheck(a Agent) (agentFiles, error) {
 // outcome reaches the operator in the same shape. In order, it:
 //
 //  1. checks that pid is a JVM, the jar, the config, that the agent is not loaded already (marker in the
-//     JVM's /tmp and a listener on the port), that the agent will be able to bind the port (CheckPort), that
-//     neither attach nor dynamic agent loading is disabled, and that the JVM's attach listener runs or can be
+//     JVM's /tmp and a listener on the port), that the agent will be able to bind the port (CheckPort), and
+//     that neither attach nor dynamic agent loading is disabled;
+//  2. waits until the JVM is at least the minimum age, then checks that its attach listener runs or can be
 //     started without killing it;
-//  2. waits until the JVM is at least the minimum age;
 //  3. copies the jar and config into a new directory in the JVM's filesystem (see WithTargetDir), verifies
 //     the copies and checks the port once more;
 //  4. loads the agent over the attach protocol and records the marker;
@@ -189,6 +189,10 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 		if j, err = in.waitMinAge(ctx, j); err != nil {
 			return fail(err)
 		}
+	}
+	// Only now: a JVM younger than the minimum age may not have its SIGQUIT handler yet.
+	if err := (&attacher{jvm: j}).checkListenerReachable(); err != nil {
+		return fail(err)
 	}
 	dir, paths, err := copyToTarget(pid, in.targetDir, j.FSUID, j.FSGID, files.jar, files.config)
 	if err != nil {
@@ -254,16 +258,13 @@ func (in *Injector) reportEarlierLoad(res InjectResult, prev marker) InjectResul
 	return res
 }
 
-// checkBeforeSignal runs the checks that need the JVM but do not touch it: the agent can bind its port, the
-// JVM accepts an agent over the attach protocol, and its attach listener runs or can be started safely.
+// checkBeforeSignal runs the checks that need the JVM but do not touch it and do not depend on its age: the
+// agent can bind its port, and the JVM accepts an agent over the attach protocol.
 func (in *Injector) checkBeforeSignal(j JVM, a Agent) error {
 	if err := CheckPort(j, a.Host, a.Port); err != nil {
 		return err
 	}
-	if err := checkAttachAllowed(j); err != nil {
-		return err
-	}
-	return (&attacher{jvm: j}).checkListenerReachable()
+	return checkAttachAllowed(j)
 }
 
 // checkAttachAllowed refuses a JVM that disabled the attach mechanism or the dynamic loading of agents.
@@ -305,7 +306,8 @@ func (in *Injector) waitMinAge(ctx context.Context, j JVM) (JVM, error) {
 
 // LoadAgent loads the java agent jar (a path as the JVM sees it) with options into JVM j over the attach
 // protocol ("load instrument false <jar>=<options>") and maps the reply to an error. It does none of Inject's
-// pre-checks except refusing a JVM that disabled attach or does not handle SIGQUIT, and an over-long argument.
+// pre-checks except refusing a JVM that disabled attach or dynamic agent loading, one that SIGQUIT would kill,
+// and an over-long argument.
 func (in *Injector) LoadAgent(ctx context.Context, j JVM, jar, options string) error {
 	_, err := in.loadAgent(ctx, j, jar, options)
 	return err

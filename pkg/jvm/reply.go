@@ -97,7 +97,7 @@ func ParseReply(cmd string, data []byte) (Reply, error) {
 }
 
 // dynamicLoadingDisabledMessage begins HotSpot's refusal of "load" in a JVM started with
-// -XX:-EnableDynamicAgentLoading. JDK 17 sends it with completion status -1, JDK 21 and later with status 0.
+// -XX:-EnableDynamicAgentLoading. JDK 17 sends it with completion status -1, JDK 25 with status 0.
 const dynamicLoadingDisabledMessage = "Dynamic agent loading is not enabled"
 
 // Err returns nil when the reply reports success and otherwise an *AttachError with a reason.
