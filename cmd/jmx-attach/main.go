@@ -3,7 +3,7 @@
 // no shell, JDK or writable /opt. Build it with CGO_ENABLED=0.
 //
 //	jmx-attach list [--json]
-//	jmx-attach inject --agent JAR --config FILE --port N (--pid P | --all) [--json]
+//	jmx-attach inject --agent JAR --config FILE --port N[,N...] (--pid P | --all) [--json]
 //
 // Exit codes are listed in the help text and docs/jmx-attach.md.
 package main
@@ -46,7 +46,7 @@ const usageText = `jmx-attach finds running JVMs and loads a java agent (the Pro
 
 Usage:
   jmx-attach list [--json]
-  jmx-attach inject --agent JAR --config FILE --port N (--pid P | --all) [flags]
+  jmx-attach inject --agent JAR --config FILE --port N[,N...] (--pid P | --all) [flags]
   jmx-attach help [command]
 
 Commands:
@@ -76,19 +76,24 @@ Flags:
 Exit codes: 0 listed (possibly none), 2 bad command line, 5 /proc could not be read.
 `
 
-const injectHelp = `Usage: jmx-attach inject --agent JAR --config FILE --port N (--pid P | --all) [flags]
+const injectHelp = `Usage: jmx-attach inject --agent JAR --config FILE --port N[,N...] (--pid P | --all) [flags]
 
 For each JVM it: checks that the jar has an Agent-Class and the config is a valid jmx_exporter config; skips a
-JVM that already has the agent (marker in its /tmp and the port listening); refuses a port that is in use in
-the JVM's network namespace and a JVM started with -XX:+DisableAttachMechanism; waits until the JVM is
---min-age old; copies the jar and config into --target-dir of the JVM's filesystem (through /proc/<pid>/root,
-owned by the JVM's user); loads the agent with "load instrument false <jar>=[host:]<port>:<config>"; and
-waits until http://<host>:<port>/metrics answers. No signal is sent before every check passed.
+JVM that already has the agent (marker in its /tmp and the port listening); refuses a port the agent could not
+bind in the JVM's network namespace (checked by binding it there) and a JVM started with
+-XX:+DisableAttachMechanism or -XX:-EnableDynamicAgentLoading; waits until the JVM is --min-age old; copies the jar and config into a new
+directory --target-dir/handlerkit-jmx-<random> of the JVM's filesystem (mode 0700, the JVM user's; files
+read-only) and verifies them; loads the agent with "load instrument false <jar>=[host:]<port>:<config>"; and
+waits until http://<host>:<port>/metrics answers. No signal is sent before every check passed. The copies are
+removed when the JVM did not load the agent.
 
 Flags:
   --agent JAR           agent jar on this machine (required)
   --config FILE         exporter config on this machine (required)
-  --port N              port the agent serves on, in the JVM's network namespace (required)
+  --port N[,N...]       port the agent serves on, in the JVM's network namespace (required). With --all, JVMs
+                        that share a network namespace get a port each, oldest first: N for the oldest, then
+                        the next free ports above it, or the listed ports in order; a JVM injected before keeps
+                        its port. Each result line says the JVM's port.
   --host ADDR           address the agent binds (default: all addresses, as jmx_exporter does)
   --pid P               inject into this pid
   --all                 inject into every JVM found
@@ -96,18 +101,21 @@ Flags:
   --min-age D           minimum JVM age before it is signalled (default 10s)
   --attach-timeout D    wait for the JVM's attach socket (default 10s)
   --http-timeout D      wait for the port to answer HTTP; 0 skips the check (default 15s)
-  --target-dir DIR      directory in the JVM's filesystem for the jar and config (default /tmp/handlerkit-jmx)
+  --target-dir DIR      directory in the JVM's filesystem in which each injection creates its own directory
+                        for the jar and config; only root or the JVM's user may be able to change it (default /tmp)
   --termination-log F   also write the JSON result lines to F when it exists (default /dev/termination-log)
   --extra-config-keys K comma-separated top-level config keys to accept besides the known jmx_exporter ones
 
 Result lines: one per JVM. With --json each is a JSON object (Go type pkg/jvm.InjectResult; parse it with
 jvm.ParseInjectResult):
   {"pid":123,"nspid":1,"mainClass":"app.jar","status":"ok","message":"...","port":9404,
-   "agentPath":"/tmp/handlerkit-jmx/agent.jar","configPath":"/tmp/handlerkit-jmx/config.yaml","javaVersion":"17.0.15"}
+   "agentPath":"/tmp/handlerkit-jmx-3f9c0a5e1b2d4c68/agent.jar","configPath":"/tmp/handlerkit-jmx-3f9c0a5e1b2d4c68/config.yaml",
+   "javaVersion":"17.0.15"}
 status is "ok", "already-injected" (a success) or "error"; an error carries a reason such as not-jvm,
-too-young, attach-disabled, sigquit-not-handled, agent-jar-invalid, config-invalid, port-in-use,
-args-too-long, copy-failed, attach-timeout, connect-failed, agent-load-failed, agent-start-failed,
-agent-not-listening, http-check-failed, process-gone, invalid-request, internal.
+too-young, attach-disabled, dynamic-loading-disabled, sigquit-not-handled, agent-jar-invalid, config-invalid,
+port-in-use, port-not-permitted, port-check-failed, args-too-long, copy-failed, attach-timeout,
+connect-failed, agent-load-failed, agent-start-failed, agent-not-listening, http-check-failed, process-gone,
+invalid-request, internal (docs/jmx-attach.md explains each).
 
 Exit codes: 0 all ok or already injected, 1 some JVM failed, 2 bad command line, 3 --all found no JVM,
 4 agent jar or config invalid (nothing touched), 5 /proc could not be read.
@@ -223,7 +231,7 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var (
 		agentJar    = fs.String("agent", "", "")
 		config      = fs.String("config", "", "")
-		port        = fs.Int("port", 0, "")
+		portList    = fs.String("port", "", "")
 		host        = fs.String("host", "", "")
 		pid         = fs.Int("pid", 0, "")
 		all         = fs.Bool("all", false, "")
@@ -245,8 +253,12 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *config == "" {
 		problems = append(problems, "--config is required")
 	}
-	if *port < 1 || *port > 65535 {
-		problems = append(problems, "--port must be 1-65535")
+	ports, err := parsePorts(*portList)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(ports) > 1 && !*all {
+		problems = append(problems, "a list of ports needs --all")
 	}
 	if (*pid > 0) == *all {
 		problems = append(problems, "give exactly one of --pid or --all")
@@ -270,11 +282,12 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "jmx-attach inject: %v\n", err)
 		return exitUsage
 	}
-	agent := jvm.Agent{Jar: *agentJar, Config: *config, Port: *port, Host: *host}
+	agent := jvm.Agent{Jar: *agentJar, Config: *config, Port: ports[0], Host: *host}
 
+	var jvms []jvm.JVM
 	var pids []int
 	if *all {
-		jvms, err := jvm.Discover()
+		jvms, err = jvm.Discover()
 		if err != nil {
 			fmt.Fprintf(stderr, "jmx-attach inject: %v\n", err)
 			return exitListFailure
@@ -303,9 +316,15 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return exitBadAgent
 	}
+	var results []jvm.InjectResult
+	if *all {
+		// Several JVMs may share a network namespace: each gets its own port.
+		results = in.InjectAll(ctx, jvms, agent, ports...)
+	} else {
+		results = []jvm.InjectResult{in.Inject(ctx, *pid, agent)}
+	}
 	code := exitOK
-	for _, p := range pids {
-		res := in.Inject(ctx, p, agent)
+	for _, res := range results {
 		out.add(res)
 		if !res.OK() {
 			code = exitFailed
@@ -313,6 +332,22 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	out.writeTerminationLog(*termination, stderr)
 	return code
+}
+
+// parsePorts parses --port: one port, or a comma-separated list.
+func parsePorts(s string) ([]int, error) {
+	if s == "" {
+		return nil, errors.New("--port is required")
+	}
+	var ports []int
+	for _, f := range strings.Split(s, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("--port must be a port 1-65535 or a comma-separated list of them, not %q", s)
+		}
+		ports = append(ports, p)
+	}
+	return ports, nil
 }
 
 // resultWriter prints result lines and remembers their JSON for the termination log.

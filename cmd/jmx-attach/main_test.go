@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,9 +67,15 @@ func setup(m *testing.M) (int, error) {
 // runBinary runs the built jmx-attach and returns stdout, stderr and the exit code.
 func runBinary(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return runCommand(t, append([]string{binary}, args...)...)
+}
+
+// runCommand runs argv (jmx-attach under a wrapper such as setpriv) and returns stdout, stderr and the exit code.
+func runCommand(t *testing.T, argv ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -99,7 +107,7 @@ func targetDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	return filepath.Join(dir, "agent")
+	return dir
 }
 
 func parseLines(t *testing.T, out string) []jvm.InjectResult {
@@ -150,6 +158,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404"},
 		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404", "--pid", "1", "--all"},
 		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "0", "--pid", "1"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404,9405", "--pid", "1"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404,x", "--all"},
 		{"inject", "--no-such-flag"},
 		{"list", "extra"},
 	} {
@@ -280,4 +290,146 @@ func TestInjectIntoNonJVMExitsOneAndSignalsNothing(t *testing.T) {
 		t.Fatal("sleep exited")
 	case <-time.After(300 * time.Millisecond):
 	}
+}
+
+// TestPortCannotBeCheckedOutsideTheJVMsNetworkNamespaceWithoutCapSysAdmin runs jmx-attach without CAP_SYS_ADMIN
+// (as under Pod Security "restricted") against a JVM in a network namespace of its own: jmx-attach cannot join
+// it to check the port, so it refuses with port-check-failed before it touches the JVM.
+func TestPortCannotBeCheckedOutsideTheJVMsNetworkNamespaceWithoutCapSysAdmin(t *testing.T) {
+	t.Parallel()
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) is not installed")
+	}
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: app, PrivateNamespaces: true, PrivateNetwork: true})
+	out, stderr, code := runCommand(t, setpriv, "--bounding-set=-sys_admin", binary, "inject", "--agent", agentJar,
+		"--config", config, "--port", strconv.Itoa(freePort(t)), "--host", "127.0.0.1", "--pid", strconv.Itoa(jv.Pid),
+		"--min-age", "0s", "--json", "--termination-log", "")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitFailed, out, stderr)
+	}
+	res := parseLines(t, out)
+	if res[0].Reason != jvm.ReasonPortCheckFailed || !strings.Contains(res[0].Message, "CAP_SYS_ADMIN") {
+		t.Fatalf("result: %+v, want %s naming CAP_SYS_ADMIN", res[0], jvm.ReasonPortCheckFailed)
+	}
+	if _, err := os.Lstat(filepath.Join(jv.WorkDir, ".java_pid1")); err == nil || !jv.Alive() {
+		t.Fatalf("JVM was signalled (attach socket exists) or died (alive=%v): %s", jv.Alive(), jv.Output())
+	}
+}
+
+// TestInjectAllGivesEachJVMOfANetworkNamespaceItsOwnPort runs `inject --all` as a pod would see it: in a PID and
+// mount namespace of its own, with a /proc and /tmp of its own, so that --all finds its two JVMs and none of
+// other tests. The namespace shares this test's network namespace, so both JVMs compete for ports: the older
+// gets --port, the younger the next free port, and each result line says which.
+func TestInjectAllGivesEachJVMOfANetworkNamespaceItsOwnPort(t *testing.T) {
+	t.Parallel()
+	jdks := map[string]string{"default": "java"}
+	if java, version := jvmtest.NewestJDK(18); java != "" {
+		jdks["jdk"+strings.SplitN(version, ".", 2)[0]] = java
+	}
+	for name, java := range jdks {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			port := freePort(t)
+			work := podTmp(t)
+			script := `set -e
+mount --make-rprivate /
+mount -t proc proc /proc
+mount --bind "$1" /tmp
+cd /tmp
+for i in 1 2; do
+	"$2" -Xmx64m -cp /tmp/app.jar "$3" >/tmp/jvm$i.out 2>&1 &
+	n=0
+	until grep -q "$4" /tmp/jvm$i.out; do n=$((n+1)); [ $n -lt 600 ]; sleep 0.1; done
+done
+set +e
+/tmp/jmx-attach inject --all --agent /tmp/agent.jar --config /tmp/config.yaml --port "$5" --host 127.0.0.1 \
+	--min-age 0s --json --termination-log "" >/tmp/results 2>/tmp/stderr
+echo $? >/tmp/rc.new && mv /tmp/rc.new /tmp/rc
+exec sleep 600`
+			cmd := exec.Command("/bin/sh", "-c", script, "sh", work, java, app.MainClass, jvmtest.SampleReadyLine, strconv.Itoa(port))
+			cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Ending the namespace's first process ends every process in it.
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			rc := waitFile(t, filepath.Join(work, "rc"), 2*time.Minute)
+			out, _ := os.ReadFile(filepath.Join(work, "results"))
+			errOut, _ := os.ReadFile(filepath.Join(work, "stderr"))
+			if strings.TrimSpace(rc) != "0" {
+				t.Fatalf("inject --all: exit %s\nstdout: %s\nstderr: %s", rc, out, errOut)
+			}
+			res := parseLines(t, string(out))
+			if len(res) != 2 {
+				t.Fatalf("%d result lines, want 2 (one per JVM): %s", len(res), out)
+			}
+			ports := map[int]bool{}
+			for _, r := range res {
+				if r.Status != jvm.OutcomeOK {
+					t.Fatalf("result %+v", r)
+				}
+				ports[r.Port] = true
+				body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", r.Port))
+				if !strings.Contains(body, `jvm_memory_bytes_used{area="heap"}`) {
+					t.Fatalf("port %d: %s", r.Port, body)
+				}
+			}
+			if !ports[port] || len(ports) != 2 {
+				t.Fatalf("ports %v: want %d for the older JVM and another for the younger", ports, port)
+			}
+		})
+	}
+}
+
+// podTmp returns a directory to serve as a pod's /tmp (world-writable and sticky) holding jmx-attach, the test
+// agent, its config and the sample application.
+func podTmp(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "jmx-attach-pod-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	for src, dst := range map[string]string{binary: "jmx-attach", agentJar: "agent.jar", config: "config.yaml", app.Jar: "app.jar"} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// waitFile waits until path exists and returns its contents.
+func waitFile(t *testing.T, path string, timeout time.Duration) string {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if data, err := os.ReadFile(path); err == nil {
+			return string(data)
+		}
+	}
+	t.Fatalf("%s did not appear within %s", path, timeout)
+	return ""
+}
+
+// httpGet returns the body of a 200 answer to GET url.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	return string(body)
 }

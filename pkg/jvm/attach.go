@@ -106,12 +106,81 @@ func (a *attacher) sendQuit() error {
 }
 
 // execute sends one command to the JVM's attach listener, starting the listener first when needed, and
-// returns the raw reply.
-func (a *attacher) execute(ctx context.Context, cmd string, args ...string) ([]byte, error) {
+// returns the raw reply. sent reports whether the whole request reached the JVM, after which the JVM may have
+// acted on it even when no reply came back.
+func (a *attacher) execute(ctx context.Context, cmd string, args ...string) (reply []byte, sent bool, err error) {
 	req, err := encodeRequest(cmd, args...)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	conn, err := a.connect(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer conn.Close()
+	// The JVM answers once agentmain returned; a hung agent must not hang the caller forever.
+	dl := time.Now().Add(replyTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	_ = conn.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := conn.Write(req); err != nil {
+		if gone := a.goneError(); gone != nil {
+			return nil, false, gone
+		}
+		return nil, false, &AttachError{Reason: ReasonConnectFailed, Msg: "send attach request", Err: err}
+	}
+	reply, err = io.ReadAll(io.LimitReader(conn, maxReplySize))
+	if err != nil || len(reply) == 0 {
+		// A JVM that exits while it runs the command (an agent calling System.exit) closes the connection
+		// without a word; so does a listener that rejects the peer's credentials. Only /proc tells them apart.
+		if gone := a.goneError(); gone != nil {
+			return nil, true, gone
+		}
+	}
+	if err != nil {
+		return nil, true, &AttachError{Reason: ReasonConnectFailed, Msg: "read attach reply", Err: err}
+	}
+	if len(reply) == 0 {
+		return nil, true, &AttachError{Reason: ReasonConnectFailed, Msg: fmt.Sprintf(
+			"pid %d is running but closed the attach connection without a reply (peer credential check failed?)", a.jvm.PID)}
+	}
+	return reply, true, nil
+}
+
+// processGoneGrace is how long a JVM that dropped the attach connection is given to finish exiting before it is
+// taken to be alive.
+const processGoneGrace = time.Second
+
+// goneError waits up to processGoneGrace for the JVM to end and returns a process-gone error that says how it
+// ended, when /proc still tells, or nil when the JVM is still running.
+func (a *attacher) goneError() error {
+	deadline := time.Now().Add(processGoneGrace)
+	for {
+		st, err := readStat(a.jvm.PID)
+		switch {
+		case err != nil || st.StartTicks != a.jvm.StartTicks:
+			return &AttachError{Reason: ReasonProcessGone,
+				Msg: fmt.Sprintf("pid %d ended during the attach conversation", a.jvm.PID), Err: ErrProcessGone}
+		case st.State == 'Z' || st.State == 'X':
+			msg := fmt.Sprintf("pid %d ended during the attach conversation", a.jvm.PID)
+			if hint := st.ExitHint(); hint != "" {
+				msg += " (" + hint + ")"
+			}
+			return &AttachError{Reason: ReasonProcessGone, Msg: msg, Err: ErrProcessGone}
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// connect connects to the JVM's attach listener, starting it with the trigger file and SIGQUIT when it is not
+// running yet.
+func (a *attacher) connect(ctx context.Context) (net.Conn, error) {
 	root, err := openTargetRoot(a.jvm.PID)
 	if err != nil {
 		return nil, &AttachError{Reason: ReasonProcessGone, Msg: "open target root", Err: err}
@@ -147,28 +216,7 @@ func (a *attacher) execute(ctx context.Context, cmd string, args ...string) ([]b
 		return nil, &AttachError{Reason: ReasonConnectFailed,
 			Msg: fmt.Sprintf("connect to %s of pid %d as %d:%d", sockPath, a.jvm.PID, a.jvm.UID, a.jvm.GID), Err: err}
 	}
-	defer conn.Close()
-	// The JVM answers once agentmain returned; a hung agent must not hang the caller forever.
-	dl := time.Now().Add(replyTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
-		dl = d
-	}
-	_ = conn.SetDeadline(dl)
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
-	if _, err := conn.Write(req); err != nil {
-		return nil, &AttachError{Reason: ReasonConnectFailed, Msg: "send attach request", Err: err}
-	}
-	reply, err := io.ReadAll(io.LimitReader(conn, maxReplySize))
-	if err != nil {
-		return nil, &AttachError{Reason: ReasonConnectFailed, Msg: "read attach reply", Err: err}
-	}
-	if len(reply) == 0 {
-		// The listener closes a connection without a word when the peer credentials are wrong.
-		return nil, &AttachError{Reason: ReasonConnectFailed,
-			Msg: fmt.Sprintf("pid %d closed the attach connection without a reply (peer credential check failed?)", a.jvm.PID)}
-	}
-	return reply, nil
+	return conn, nil
 }
 
 // openSocket opens the attach socket file as O_PATH after checking that it is a socket owned by the JVM's
@@ -194,14 +242,29 @@ func (a *attacher) openSocket(root *targetRoot, p string) (int, error) {
 	return fd, nil
 }
 
-// checkSignalSafe refuses, before any trigger file is created, a JVM that disabled attach or that SIGQUIT would
-// kill.
+// checkSignalSafe refuses, before any trigger file is created, a JVM that disabled attach or dynamic agent
+// loading, or that SIGQUIT would kill.
 func (a *attacher) checkSignalSafe() error {
-	if a.jvm.AttachDisabled {
-		return &AttachError{Reason: ReasonAttachDisabled,
-			Msg: fmt.Sprintf("pid %d runs with -XX:+DisableAttachMechanism; an agent cannot be loaded into it", a.jvm.PID)}
+	if err := checkAttachAllowed(a.jvm); err != nil {
+		return err
 	}
 	// Fail before creating anything when SIGQUIT would kill the JVM.
+	return a.checkQuitHandled()
+}
+
+// checkListenerReachable refuses, before anything is copied, a JVM that has no running attach listener and no
+// SIGQUIT handler: its listener cannot be started without killing it. An -Xrs JVM starts its listener at
+// startup and passes, as long as its socket is there.
+func (a *attacher) checkListenerReachable() error {
+	root, err := openTargetRoot(a.jvm.PID)
+	if err != nil {
+		return &AttachError{Reason: ReasonProcessGone, Msg: "open target root", Err: err}
+	}
+	defer root.Close()
+	if fd, err := a.openSocket(root, path.Join("/tmp", ".java_pid"+strconv.Itoa(a.jvm.NSPID))); err == nil {
+		unix.Close(fd)
+		return nil
+	}
 	return a.checkQuitHandled()
 }
 
@@ -213,7 +276,7 @@ func (a *attacher) checkQuitHandled() error {
 	}
 	if !st.CatchesSignal(int(unix.SIGQUIT)) {
 		return &AttachError{Reason: ReasonSignalNotHandled, Msg: fmt.Sprintf(
-			"pid %d does not handle SIGQUIT (started with -Xrs or -XX:+ReduceSignalUsage, or still starting); not signalled", a.jvm.PID)}
+			"pid %d has no attach socket and does not handle SIGQUIT (an -Xrs JVM whose socket was removed, or one still starting); not signalled", a.jvm.PID)}
 	}
 	return nil
 }

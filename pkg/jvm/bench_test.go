@@ -18,7 +18,7 @@ const benchJVMs = 20
 // starts 20 JVMs.
 func BenchmarkInjectToFirstScrape(b *testing.B) {
 	needJava(b)
-	in, err := NewInjector(WithMinAge(0), WithHTTPTimeout(0), WithTargetDir(b.TempDir()+"/agent"))
+	in, err := NewInjector(WithMinAge(0), WithHTTPTimeout(0), WithTargetDir(b.TempDir()))
 	if err != nil {
 		b.Fatal(err)
 	}

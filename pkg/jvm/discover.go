@@ -53,9 +53,12 @@ type JVM struct {
 	JavaVersion string `json:"javaVersion,omitempty"`
 	// JavaHome is the runtime's home directory in the target's filesystem, derived from where libjvm.so is.
 	JavaHome string `json:"javaHome,omitempty"`
-	// AttachDisabled is true when the command line or the JVM option environment variables set
-	// -XX:+DisableAttachMechanism.
+	// AttachDisabled is true when the command line (with its @argfiles) or the JVM option environment variables
+	// (JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS, _JAVA_OPTIONS) set -XX:+DisableAttachMechanism.
 	AttachDisabled bool `json:"attachDisabled,omitempty"`
+	// DynamicAgentLoadingDisabled is true when the same places set -XX:-EnableDynamicAgentLoading, with which the
+	// JVM refuses to load an agent over the attach protocol.
+	DynamicAgentLoadingDisabled bool `json:"dynamicAgentLoadingDisabled,omitempty"`
 	// StartTicks is the start time in clock ticks after boot; with PID it identifies the process.
 	StartTicks uint64 `json:"startTicks"`
 }
@@ -137,7 +140,11 @@ func Inspect(pid int) (JVM, error) {
 		JavaHome:   javaHome,
 		StartTicks: st.StartTicks,
 	}
-	j.AttachDisabled = attachDisabled(pid, args)
+	opts := vmOptions(pid, args)
+	j.AttachDisabled, _ = vmFlag(opts, "DisableAttachMechanism")
+	if enabled, set := vmFlag(opts, "EnableDynamicAgentLoading"); set && !enabled {
+		j.DynamicAgentLoadingDisabled = true
+	}
 	if javaHome != "" {
 		j.JavaVersion = readJavaVersion(pid, javaHome)
 	}
@@ -205,26 +212,6 @@ func processAge(startTicks uint64) (time.Duration, time.Time) {
 		age = 0
 	}
 	return age, now.Add(-age).Truncate(10 * time.Millisecond)
-}
-
-// attachDisabled applies HotSpot's precedence for -XX:+DisableAttachMechanism: JAVA_TOOL_OPTIONS, then
-// JDK_JAVA_OPTIONS, then the command line, then _JAVA_OPTIONS; the last setting wins.
-func attachDisabled(pid int, args []string) bool {
-	env := map[string]string{}
-	if data, err := os.ReadFile(path.Join(procRoot, strconv.Itoa(pid), "environ")); err == nil {
-		for _, kv := range ParseCmdline(data) {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				env[k] = v
-			}
-		}
-	}
-	var all []string
-	all = append(all, strings.Fields(env["JAVA_TOOL_OPTIONS"])...)
-	all = append(all, strings.Fields(env["JDK_JAVA_OPTIONS"])...)
-	all = append(all, args...)
-	all = append(all, strings.Fields(env["_JAVA_OPTIONS"])...)
-	disabled, _ := vmFlag(all, "DisableAttachMechanism")
-	return disabled
 }
 
 // readJavaVersion reads <home>/release inside the target's filesystem.

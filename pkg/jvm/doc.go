@@ -16,5 +16,10 @@
 //
 // Loading the Prometheus jmx_exporter agent into the wrong process, or loading it when it cannot start, is
 // destructive: SIGQUIT kills a process that does not handle it, and a jmx_exporter that fails to start calls
-// System.exit. Injector.Inject therefore checks everything it can before it sends the first signal.
+// System.exit. Injector.Inject therefore checks everything it can before it sends the first signal; the port,
+// for one, by binding it in the JVM's network namespace as the JVM would (CheckPort).
+//
+// The jar and config are copied into a new directory with a random name, under a parent that only root or the
+// JVM's user can change, and verified before the load, so that no other local user can swap the jar that the
+// JVM, possibly root's, loads.
 package jvm

@@ -1,7 +1,9 @@
 package jvm
 
 import (
+	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -103,5 +105,24 @@ func FuzzValidateExporterConfig(f *testing.F) {
 	f.Add([]byte(validConfig))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_ = ValidateExporterConfig(data)
+	})
+}
+
+func FuzzParseArgfile(f *testing.F) {
+	f.Add([]byte("# options\n-Xmx64m \"-Dname=a b\" '-XX:-EnableDynamicAgentLoading'\n"))
+	f.Add([]byte("\"-Dlong=a\\\n   b\" -Dtab=\"x\\ty\" -Dhash=a#b"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		args := ParseArgfile(data)
+		if bytes.ContainsAny(data, "\"'#\\") {
+			return
+		}
+		// Without quotes, comments or escapes an argfile is white-space separated words.
+		words := strings.FieldsFunc(string(data), func(r rune) bool { return r < 0x80 && isSpace(byte(r)) })
+		if len(words) == 0 {
+			words = nil
+		}
+		if !reflect.DeepEqual(args, words) {
+			t.Fatalf("ParseArgfile(%q) = %q, want %q", data, args, words)
+		}
 	})
 }

@@ -4,17 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path"
-	"runtime"
 	"strconv"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Defaults of an Injector.
@@ -26,8 +23,9 @@ const (
 	DefaultAttachTimeout = 10 * time.Second
 	// DefaultHTTPTimeout bounds the wait for the loaded agent's port to answer HTTP.
 	DefaultHTTPTimeout = 15 * time.Second
-	// DefaultTargetDir is where the agent jar and config are placed in the target's filesystem.
-	DefaultTargetDir = "/tmp/handlerkit-jmx"
+	// DefaultTargetDir is the directory of the target's filesystem in which each injection creates its own
+	// directory, AgentDirPrefix plus a random suffix, for the agent jar and config.
+	DefaultTargetDir = "/tmp"
 	// DefaultMetricsPath is the path the HTTP check requests.
 	DefaultMetricsPath = "/metrics"
 )
@@ -73,8 +71,10 @@ func WithHTTPTimeout(d time.Duration) Option {
 	}
 }
 
-// WithTargetDir sets the absolute directory, in the target's filesystem, that receives the agent jar and
-// config. Default: DefaultTargetDir.
+// WithTargetDir sets the absolute directory, in the target's filesystem, in which each injection creates a new
+// directory (AgentDirPrefix plus a random suffix) for the agent jar and config. Every component of dir must be a
+// directory, not a symbolic link, that only root or the JVM's user can change (a sticky directory such as /tmp
+// qualifies); otherwise the injection fails with ReasonCopyFailed. Default: DefaultTargetDir.
 func WithTargetDir(dir string) Option {
 	return func(in *Injector) error {
 		if !path.IsAbs(dir) {
@@ -127,32 +127,39 @@ type Agent struct {
 	Host string
 }
 
-// Precheck runs the checks that do not depend on a JVM: the agent jar has an Agent-Class, the configuration is
-// a valid exporter configuration, and the port is in range. Inject runs it too.
+// Precheck runs the checks that do not depend on a JVM: the port is in range, the host is an IP address, the
+// agent jar has an Agent-Class, and the configuration is a valid exporter configuration. Inject runs it too.
 func (in *Injector) Precheck(a Agent) error {
+	_, err := in.precheck(a)
+	return err
+}
+
+// precheck is Precheck returning the jar and configuration it read, the bytes Inject copies.
+func (in *Injector) precheck(a Agent) (agentFiles, error) {
 	if a.Port < 1 || a.Port > 65535 {
-		return &AttachError{Reason: ReasonInvalidRequest, Msg: fmt.Sprintf("port %d is out of range 1-65535", a.Port)}
+		return agentFiles{}, &AttachError{Reason: ReasonInvalidRequest, Msg: fmt.Sprintf("port %d is out of range 1-65535", a.Port)}
 	}
 	if a.Host != "" && net.ParseIP(a.Host) == nil {
-		return &AttachError{Reason: ReasonInvalidRequest, Msg: fmt.Sprintf("host %q is not an IP address", a.Host)}
+		return agentFiles{}, &AttachError{Reason: ReasonInvalidRequest, Msg: fmt.Sprintf("host %q is not an IP address", a.Host)}
 	}
-	if _, err := CheckAgentJar(a.Jar); err != nil {
-		return err
-	}
-	return CheckExporterConfig(a.Config, in.extraKeys...)
+	return readAgentFiles(a, in.extraKeys)
 }
 
 // Inject loads agent a into the JVM pid and reports the result; it never returns a Go error, so that every
 // outcome reaches the operator in the same shape. In order, it:
 //
 //  1. checks that pid is a JVM, the jar, the config, that the agent is not loaded already (marker in the
-//     JVM's /tmp and a listener on the port), that the port is free, and that attach is not disabled;
-//  2. waits until the JVM is at least the minimum age;
-//  3. copies the jar and config into the JVM's filesystem, owned by its filesystem uid/gid;
+//     JVM's /tmp and a listener on the port), that the agent will be able to bind the port (CheckPort), and
+//     that neither attach nor dynamic agent loading is disabled;
+//  2. waits until the JVM is at least the minimum age, then checks that its attach listener runs or can be
+//     started without killing it;
+//  3. copies the jar and config into a new directory in the JVM's filesystem (see WithTargetDir), verifies
+//     the copies and checks the port once more;
 //  4. loads the agent over the attach protocol and records the marker;
 //  5. waits until the port answers HTTP.
 //
-// Nothing is signalled before step 4, so a failed check leaves the JVM untouched.
+// Nothing is signalled before step 4, so a failed check leaves the JVM untouched. When the JVM did not load
+// the agent the copies are removed; once it did, they stay for the JVM's lifetime.
 func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	res := InjectResult{PID: pid, Port: a.Port, Host: a.Host}
 	fail := func(err error) InjectResult {
@@ -166,59 +173,51 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 		return fail(err)
 	}
 	res.NSPID, res.MainClass, res.JavaVersion = j.NSPID, j.MainClass, j.JavaVersion
-	if err := in.Precheck(a); err != nil {
-		return fail(err)
-	}
-	prev, hasMarker := readMarker(j)
-	listening, err := PortListening(pid, a.Port)
+	files, err := in.precheck(a)
 	if err != nil {
 		return fail(err)
 	}
-	if hasMarker && prev.Port == a.Port {
-		res.AgentPath, res.ConfigPath = prev.AgentPath, prev.ConfigPath
-		if listening {
-			res.Status = OutcomeAlreadyInjected
-			res.Message = fmt.Sprintf("agent already loaded (port %d listening); not loaded again", a.Port)
-			return res
-		}
-		return fail(&AttachError{Reason: ReasonNotListening, Msg: fmt.Sprintf(
-			"an agent was loaded into pid %d before but port %d does not listen; refusing to load it twice", pid, a.Port)})
-	}
+	prev, hasMarker := readMarker(j)
 	if hasMarker {
-		return fail(&AttachError{Reason: ReasonNotListening, Msg: fmt.Sprintf(
-			"an agent was loaded into pid %d before on port %d; refusing to load another on port %d", pid, prev.Port, a.Port)})
+		res.AgentPath, res.ConfigPath = prev.AgentPath, prev.ConfigPath
+		return in.reportEarlierLoad(res, prev)
 	}
-	if listening {
-		return fail(&AttachError{Reason: ReasonPortInUse, Msg: fmt.Sprintf(
-			"port %d is already in use in the network namespace of pid %d", a.Port, pid)})
-	}
-	if j.AttachDisabled {
-		return fail(&AttachError{Reason: ReasonAttachDisabled, Msg: fmt.Sprintf(
-			"pid %d runs with -XX:+DisableAttachMechanism; an agent cannot be loaded into it", pid)})
+	if err := in.checkBeforeSignal(j, a); err != nil {
+		return fail(err)
 	}
 	if j.Age < in.minAge {
 		if j, err = in.waitMinAge(ctx, j); err != nil {
 			return fail(err)
 		}
-		// The wait can be long; the port may have been taken meanwhile.
-		if listening, err := PortListening(pid, a.Port); err != nil || listening {
-			if err == nil {
-				err = &AttachError{Reason: ReasonPortInUse, Msg: fmt.Sprintf(
-					"port %d is already in use in the network namespace of pid %d", a.Port, pid)}
-			}
-			return fail(err)
-		}
 	}
-	paths, err := copyToTarget(pid, in.targetDir, j.FSUID, j.FSGID, a.Jar, a.Config)
+	// Only now: a JVM younger than the minimum age may not have its SIGQUIT handler yet.
+	if err := (&attacher{jvm: j}).checkListenerReachable(); err != nil {
+		return fail(err)
+	}
+	dir, paths, err := copyToTarget(pid, in.targetDir, j.FSUID, j.FSGID, files.jar, files.config)
 	if err != nil {
 		return fail(&AttachError{Reason: ReasonCopyFailed, Msg: "place agent files", Err: err})
 	}
+	defer dir.close()
 	res.AgentPath, res.ConfigPath = paths[0], paths[1]
+	discard := func(err error) InjectResult {
+		_ = dir.remove()
+		res.AgentPath, res.ConfigPath = "", ""
+		return fail(err)
+	}
+	// The wait and the copy take time: look at the port again, as close to the load as possible.
+	if err := CheckPort(j, a.Host, a.Port); err != nil {
+		return discard(err)
+	}
 	opts := strconv.Itoa(a.Port) + ":" + res.ConfigPath
 	if a.Host != "" {
 		opts = hostPort(a.Host, a.Port) + ":" + res.ConfigPath
 	}
-	if err := in.LoadAgent(ctx, j, res.AgentPath, opts); err != nil {
+	inUse, err := in.loadAgent(ctx, j, res.AgentPath, opts)
+	if err != nil && !inUse {
+		return discard(err)
+	}
+	if err != nil {
 		return fail(err)
 	}
 	if err := writeMarker(j, marker{Port: a.Port, AgentPath: res.AgentPath, ConfigPath: res.ConfigPath, StartTicks: j.StartTicks}); err != nil {
@@ -232,6 +231,53 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	res.Status = OutcomeOK
 	res.Message = fmt.Sprintf("agent loaded; serving on port %d", a.Port)
 	return res
+}
+
+// reportEarlierLoad reports on a JVM whose marker says an agent was loaded into it before: already injected
+// when the port listens, and otherwise an error, since an agent is never loaded twice.
+func (in *Injector) reportEarlierLoad(res InjectResult, prev marker) InjectResult {
+	if prev.Port != res.Port {
+		res.Status, res.Reason = OutcomeError, ReasonNotListening
+		res.Message = fmt.Sprintf("an agent was loaded into pid %d before on port %d; refusing to load another on port %d",
+			res.PID, prev.Port, res.Port)
+		return res
+	}
+	listening, err := PortListening(res.PID, res.Port)
+	if err != nil {
+		res.Status, res.Reason, res.Message = OutcomeError, ReasonOf(err), err.Error()
+		return res
+	}
+	if !listening {
+		res.Status, res.Reason = OutcomeError, ReasonNotListening
+		res.Message = fmt.Sprintf("an agent was loaded into pid %d before but port %d does not listen; refusing to load it twice",
+			res.PID, res.Port)
+		return res
+	}
+	res.Status = OutcomeAlreadyInjected
+	res.Message = fmt.Sprintf("agent already loaded (port %d listening); not loaded again", res.Port)
+	return res
+}
+
+// checkBeforeSignal runs the checks that need the JVM but do not touch it and do not depend on its age: the
+// agent can bind its port, and the JVM accepts an agent over the attach protocol.
+func (in *Injector) checkBeforeSignal(j JVM, a Agent) error {
+	if err := CheckPort(j, a.Host, a.Port); err != nil {
+		return err
+	}
+	return checkAttachAllowed(j)
+}
+
+// checkAttachAllowed refuses a JVM that disabled the attach mechanism or the dynamic loading of agents.
+func checkAttachAllowed(j JVM) error {
+	if j.AttachDisabled {
+		return &AttachError{Reason: ReasonAttachDisabled, Msg: fmt.Sprintf(
+			"pid %d runs with -XX:+DisableAttachMechanism; an agent cannot be loaded into it", j.PID)}
+	}
+	if j.DynamicAgentLoadingDisabled {
+		return &AttachError{Reason: ReasonDynamicLoadingDisabled, Msg: fmt.Sprintf(
+			"pid %d runs with -XX:-EnableDynamicAgentLoading; it refuses agents loaded while it runs (start it with -javaagent instead)", j.PID)}
+	}
+	return nil
 }
 
 // waitMinAge waits until the JVM is at least the minimum age, then inspects it again to make sure it is still
@@ -260,26 +306,36 @@ func (in *Injector) waitMinAge(ctx context.Context, j JVM) (JVM, error) {
 
 // LoadAgent loads the java agent jar (a path as the JVM sees it) with options into JVM j over the attach
 // protocol ("load instrument false <jar>=<options>") and maps the reply to an error. It does none of Inject's
-// pre-checks except refusing a JVM that disabled attach or does not handle SIGQUIT, and an over-long argument.
+// pre-checks except refusing a JVM that disabled attach or dynamic agent loading, one that SIGQUIT would kill,
+// and an over-long argument.
 func (in *Injector) LoadAgent(ctx context.Context, j JVM, jar, options string) error {
+	_, err := in.loadAgent(ctx, j, jar, options)
+	return err
+}
+
+// loadAgent is LoadAgent that also reports, on failure, whether the JVM may be using the jar and config:
+// false when the request never reached it, when it answered that it did not load the jar, or when it is gone;
+// true when the jar is on its class path (agentmain failed) or the outcome is unknown (no complete reply).
+func (in *Injector) loadAgent(ctx context.Context, j JVM, jar, options string) (inUse bool, err error) {
 	arg := jar
 	if options != "" {
 		arg += "=" + options
 	}
 	if len(arg) > MaxArgLength {
-		return &AttachError{Reason: ReasonArgsTooLong,
+		return false, &AttachError{Reason: ReasonArgsTooLong,
 			Msg: fmt.Sprintf("agent argument is %d bytes, the JVM accepts at most %d", len(arg), MaxArgLength)}
 	}
 	at := &attacher{jvm: j, attachTimeout: in.attachTimeout}
-	raw, err := at.execute(ctx, "load", "instrument", "false", arg)
+	raw, sent, err := at.execute(ctx, "load", "instrument", "false", arg)
 	if err != nil {
-		return err
+		return sent && ReasonOf(err) != ReasonProcessGone, err
 	}
 	reply, err := ParseReply("load", raw)
 	if err != nil {
-		return &AttachError{Reason: ReasonAgentLoadFailed, Msg: "attach reply", Err: err}
+		return true, &AttachError{Reason: ReasonAgentLoadFailed, Msg: "attach reply", Err: err}
 	}
-	return reply.Err()
+	err = reply.Err()
+	return err != nil && ReasonOf(err) == ReasonAgentStartFailed, err
 }
 
 type marker struct {
@@ -292,15 +348,16 @@ type marker struct {
 func markerPath(j JVM) string { return "/tmp/" + markerPrefix + strconv.Itoa(j.NSPID) + ".json" }
 
 // readMarker returns the marker of an earlier injection into this very process (a marker left by an earlier
-// process with the same nspid has another start time and is ignored).
+// process with the same nspid has another start time and is ignored, and so is one that neither root nor the
+// JVM's user wrote: anyone can create files in /tmp).
 func readMarker(j JVM) (marker, bool) {
 	root, err := openTargetRoot(j.PID)
 	if err != nil {
 		return marker{}, false
 	}
 	defer root.Close()
-	data, err := root.readFile(markerPath(j), 64*1024)
-	if err != nil {
+	data, owner, err := root.readFileOwner(markerPath(j), 64*1024)
+	if err != nil || (owner != 0 && owner != j.FSUID && owner != os.Geteuid()) {
 		return marker{}, false
 	}
 	var m marker
@@ -378,83 +435,6 @@ func CheckHTTP(ctx context.Context, pid int, host string, port int, timeout time
 		}
 		delay = min(delay*2, 500*time.Millisecond)
 	}
-}
-
-// dialInNetns dials addr over TCP from the network namespace of pid. When that is this process's namespace it
-// dials normally. Otherwise it joins the namespace on a locked OS thread (setns of a network namespace affects
-// only the calling thread), dials there, and switches the thread back; the thread is unlocked only when it is
-// verified back in its own namespace, and otherwise discarded with the goroutine. A socket keeps the namespace
-// it was created in, so the connection works from any thread afterwards.
-func dialInNetns(ctx context.Context, pid int, addr string) (net.Conn, error) {
-	same, err := sameNetns(pid)
-	if err != nil {
-		return nil, err
-	}
-	if same {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", addr)
-	}
-	type result struct {
-		conn net.Conn
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		c, err := dialOnThreadInNetns(ctx, pid, addr)
-		done <- result{c, err}
-	}()
-	r := <-done
-	return r.conn, r.err
-}
-
-func dialOnThreadInNetns(ctx context.Context, pid int, addr string) (net.Conn, error) {
-	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(orig)
-	target, err := unix.Open(path.Join(procRoot, strconv.Itoa(pid), "ns", "net"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, procErr(pid, err)
-	}
-	err = unix.Setns(target, unix.CLONE_NEWNET)
-	unix.Close(target)
-	if err != nil {
-		return nil, fmt.Errorf("setns: %w", err)
-	}
-	var d net.Dialer
-	conn, dialErr := d.DialContext(ctx, "tcp", addr)
-	if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-		if conn != nil {
-			conn.Close()
-		}
-		return nil, fmt.Errorf("setns back: %w", err)
-	}
-	var want, now unix.Stat_t
-	if unix.Fstat(orig, &want) != nil || unix.Stat("/proc/thread-self/ns/net", &now) != nil || want.Ino != now.Ino || want.Dev != now.Dev {
-		if conn != nil {
-			conn.Close()
-		}
-		return nil, errors.New("setns back: thread not in its namespace")
-	}
-	runtime.UnlockOSThread()
-	return conn, dialErr
-}
-
-// sameNetns reports whether pid is in the network namespace of the calling thread (every thread that runs
-// ordinary goroutines is in the process's own namespace).
-func sameNetns(pid int) (bool, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var self, target unix.Stat_t
-	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
-		return false, err
-	}
-	if err := unix.Stat(path.Join(procRoot, strconv.Itoa(pid), "ns", "net"), &target); err != nil {
-		return false, procErr(pid, err)
-	}
-	return self.Dev == target.Dev && self.Ino == target.Ino, nil
 }
 
 // Scrape fetches http://<host>:<port>/metrics from the network namespace of pid and returns the body. An empty

@@ -19,7 +19,8 @@ import (
 
 var heapMetric = regexp.MustCompile(`(?m)^jvm_memory_bytes_used\{area="heap"\} ([0-9]+)$`)
 
-// testTargetDir returns a fresh directory for the agent files, readable by every user, removed after the test.
+// testTargetDir returns a fresh directory, owned by root and searchable by every user, for the injections of a
+// test to create their agent directories in; it is removed after the test.
 func testTargetDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "jvm-target-")
@@ -30,7 +31,19 @@ func testTargetDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	return filepath.Join(dir, "agent")
+	return dir
+}
+
+// agentDirOf returns the directory an injection created for its copies, checking that it is a new directory
+// in parent with a random name.
+func agentDirOf(t *testing.T, res InjectResult, parent string) string {
+	t.Helper()
+	dir := filepath.Dir(res.AgentPath)
+	if filepath.Dir(dir) != parent || !strings.HasPrefix(filepath.Base(dir), AgentDirPrefix) ||
+		len(filepath.Base(dir)) != len(AgentDirPrefix)+16 || filepath.Dir(res.ConfigPath) != dir {
+		t.Fatalf("copies %s and %s are not in a new %s<random> directory in %s", res.AgentPath, res.ConfigPath, AgentDirPrefix, parent)
+	}
+	return dir
 }
 
 // attachSocketExists reports whether the JVM has started its attach listener, which it does only after a
@@ -135,10 +148,10 @@ func TestDiscoverNeverReportsNonJVMs(t *testing.T) {
 	if err := os.WriteFile(fakeJava, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	start := func(path string) (*exec.Cmd, error) {
+	start := func(path string) (*exec.Cmd, <-chan struct{}, error) {
 		c := exec.Command(path, "60")
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		return c, c.Start()
+		exited, err := startChild(c)
+		return c, exited, err
 	}
 	var procs []*exec.Cmd
 	for _, path := range []string{sleepPath, fakeJava} {
@@ -146,15 +159,15 @@ func TestDiscoverNeverReportsNonJVMs(t *testing.T) {
 		// writing leaves a copy of that descriptor in its child until the
 		// child execs, and exec then fails with ETXTBSY (golang/go#22315).
 		// The window is short, so start again on that error only.
-		c, err := start(path)
+		c, exited, err := start(path)
 		for try := 0; errors.Is(err, syscall.ETXTBSY) && try < 50; try++ {
 			time.Sleep(20 * time.Millisecond)
-			c, err = start(path)
+			c, exited, err = start(path)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		t.Cleanup(func() { c.Process.Kill(); <-exited })
 		procs = append(procs, c)
 	}
 	jvms, err := Discover()
@@ -177,12 +190,10 @@ func TestNonJVMIsNeverSignalled(t *testing.T) {
 	t.Parallel()
 	needJava(t)
 	sleep := exec.Command("sleep", "60")
-	sleep.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := sleep.Start(); err != nil {
+	exited, err := startChild(sleep)
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- sleep.Wait() }()
 	t.Cleanup(func() { sleep.Process.Kill(); <-exited })
 
 	in := newTestInjector(t, WithTargetDir(testTargetDir(t)))
@@ -192,8 +203,8 @@ func TestNonJVMIsNeverSignalled(t *testing.T) {
 	}
 	// SIGQUIT's default action would have ended sleep; give a stray signal time to land.
 	select {
-	case err := <-exited:
-		t.Fatalf("sleep exited: %v", err)
+	case <-exited:
+		t.Fatalf("sleep exited: %v", sleep.ProcessState)
 	case <-time.After(300 * time.Millisecond):
 	}
 }
@@ -206,9 +217,10 @@ func TestInjectServesMBeanMetric(t *testing.T) {
 	dir := testTargetDir(t)
 	res := newTestInjector(t, WithTargetDir(dir)).Inject(context.Background(), jv.Pid, loopbackAgent(port))
 	requireOK(t, res)
-	if res.NSPID != jv.Pid || res.AgentPath != filepath.Join(dir, jvmtest.AgentJarName) || res.JavaVersion == "" {
+	if res.NSPID != jv.Pid || filepath.Base(res.AgentPath) != jvmtest.AgentJarName || res.JavaVersion == "" {
 		t.Errorf("result fields: %+v", res)
 	}
+	agentDirOf(t, res, dir)
 	if heap := scrapeHeap(t, jv.Pid, port); heap <= 0 {
 		t.Errorf("heap used = %d, want > 0", heap)
 	}
@@ -333,26 +345,35 @@ func TestPrecheckFailuresLeaveJVMUntouched(t *testing.T) {
 }
 
 // TestLoadOnBusyPortWithoutPrecheckKillsJVM shows why the port pre-check exists: the test agent, like
-// jmx_exporter, calls System.exit when it cannot bind.
+// jmx_exporter, calls System.exit when it cannot bind. It also checks how such a death is reported: the JVM
+// closes the attach connection without a reply, and that is process-gone, not a guess at a credential problem.
 func TestLoadOnBusyPortWithoutPrecheckKillsJVM(t *testing.T) {
 	t.Parallel()
 	needJava(t)
-	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	j, err := Inspect(jv.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := "127.0.0.1:" + strconv.Itoa(busy.Addr().(*net.TCPAddr).Port) + ":" + testConfig
-	_ = newTestInjector(t).LoadAgent(context.Background(), j, testAgentJar, opts)
-	select {
-	case <-jv.Exited():
-	case <-time.After(20 * time.Second):
-		t.Fatalf("JVM survived an agent that could not bind; output:\n%s", jv.Output())
+	for _, jdk := range testJDKs(t) {
+		t.Run(jdk.name, func(t *testing.T) {
+			t.Parallel()
+			jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp, Java: jdk.java})
+			busy, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer busy.Close()
+			j, err := Inspect(jv.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := "127.0.0.1:" + strconv.Itoa(busy.Addr().(*net.TCPAddr).Port) + ":" + testConfig
+			err = newTestInjector(t).LoadAgent(context.Background(), j, testAgentJar, opts)
+			select {
+			case <-jv.Exited():
+			case <-time.After(20 * time.Second):
+				t.Fatalf("JVM survived an agent that could not bind; output:\n%s", jv.Output())
+			}
+			if ReasonOf(err) != ReasonProcessGone || !strings.Contains(err.Error(), "ended during the attach conversation") {
+				t.Fatalf("LoadAgent: %v (reason %s), want %s", err, ReasonOf(err), ReasonProcessGone)
+			}
+		})
 	}
 }
 
@@ -466,15 +487,7 @@ func TestInjectIntoJVMRunningAsOtherUser(t *testing.T) {
 	dir := testTargetDir(t)
 	res := newTestInjector(t, WithTargetDir(dir)).Inject(context.Background(), jv.Pid, loopbackAgent(port))
 	requireOK(t, res)
-	for _, p := range []string{dir, res.AgentPath, res.ConfigPath} {
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
-			t.Fatal(err)
-		}
-		if st.Uid != uid || st.Gid != gid {
-			t.Errorf("%s owned by %d:%d, want %d:%d", p, st.Uid, st.Gid, uid, gid)
-		}
-	}
+	assertCopiesOwnedBy(t, agentDirOf(t, res, dir), uid, gid)
 	scrapeHeap(t, jv.Pid, port)
 	// The credential switch stayed on its own thread and was undone: every thread is still root.
 	allThreadsHaveCreds(t, 0, 0)
@@ -494,11 +507,12 @@ func TestInjectIntoJVMInOwnNamespaces(t *testing.T) {
 	port := freePort(t)
 	res := newTestInjector(t).Inject(context.Background(), jv.Pid, loopbackAgent(port))
 	requireOK(t, res)
-	if res.NSPID != 1 || res.AgentPath != DefaultTargetDir+"/"+jvmtest.AgentJarName {
+	dir := agentDirOf(t, res, DefaultTargetDir)
+	if res.NSPID != 1 || filepath.Base(res.AgentPath) != jvmtest.AgentJarName {
 		t.Errorf("result: %+v", res)
 	}
 	// The files landed in the JVM's private /tmp (the work dir on the host), not in the host's /tmp.
-	if _, err := os.Stat(filepath.Join(jv.WorkDir, "handlerkit-jmx", jvmtest.AgentJarName)); err != nil {
+	if _, err := os.Stat(filepath.Join(jv.WorkDir, filepath.Base(dir), jvmtest.AgentJarName)); err != nil {
 		t.Errorf("agent jar not in the JVM's /tmp: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(jv.WorkDir, ".java_pid1")); err != nil {
@@ -532,28 +546,10 @@ func TestInjectIntoNewestJDK(t *testing.T) {
 }
 
 // newestJDK returns the java binary and version of the newest JDK of at least feature release min under
-// /usr/lib/jvm, read from each JDK's release file, or "" when there is none.
+// /usr/lib/jvm, or "" when there is none.
 func newestJDK(t *testing.T, min int) (java, version string) {
 	t.Helper()
-	releases, err := filepath.Glob("/usr/lib/jvm/*/release")
-	if err != nil {
-		t.Fatal(err)
-	}
-	best := 0
-	for _, rel := range releases {
-		data, err := os.ReadFile(rel)
-		if err != nil {
-			continue
-		}
-		v := parseReleaseVersion(data)
-		feature, err := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
-		bin := filepath.Join(filepath.Dir(rel), "bin", "java")
-		if _, statErr := os.Stat(bin); err != nil || statErr != nil || feature < min || feature <= best {
-			continue
-		}
-		java, version, best = bin, v, feature
-	}
-	return java, version
+	return jvmtest.NewestJDK(min)
 }
 
 // TestStaleAttachSocketIsReplaced covers a .java_pid file left by an earlier process with the same pid: nobody
@@ -593,5 +589,52 @@ func TestInjectIntoJVMInOwnNetworkNamespace(t *testing.T) {
 	// Now the port is busy in the JVM's namespace too: a second agent would not start.
 	if listening, err := PortListening(jv.Pid, port); err != nil || !listening {
 		t.Fatalf("PortListening in the JVM's namespace = %v, %v", listening, err)
+	}
+}
+
+// TestXrsJVMIsInjectedThroughItsStartupListener covers -Xrs (ReduceSignalUsage): such a JVM has no SIGQUIT
+// handler, so a SIGQUIT would kill it, but it starts its attach listener at startup instead, and the agent is
+// loaded through that socket without any signal. Only when the socket is gone (a cleaned /tmp) is the JVM
+// refused, with sigquit-not-handled, and it lives on.
+func TestXrsJVMIsInjectedThroughItsStartupListener(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	for _, jdk := range testJDKs(t) {
+		t.Run(jdk.name, func(t *testing.T) {
+			t.Parallel()
+			opts := jvmtest.Options{App: testApp, Java: jdk.java, JVMArgs: []string{"-Xrs", "-Xmx64m"}}
+			jv := jvmtest.StartJVM(t, opts)
+			j, err := Inspect(jv.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := readStatus(jv.Pid); err != nil || st.CatchesSignal(int(syscall.SIGQUIT)) {
+				t.Fatalf("-Xrs JVM handles SIGQUIT (%v): the test needs one that does not", err)
+			}
+			if !attachSocketExists(t, j) {
+				t.Fatal("-Xrs JVM has no attach socket after startup")
+			}
+			port := freePort(t)
+			requireOK(t, newTestInjector(t, WithTargetDir(testTargetDir(t))).Inject(context.Background(), jv.Pid, loopbackAgent(port)))
+			scrapeHeap(t, jv.Pid, port)
+
+			bare := jvmtest.StartJVM(t, opts)
+			sock := filepath.Join("/tmp", ".java_pid"+strconv.Itoa(bare.Pid))
+			if err := os.Remove(sock); err != nil {
+				t.Fatal(err)
+			}
+			parent := testTargetDir(t)
+			res := newTestInjector(t, WithTargetDir(parent)).Inject(context.Background(), bare.Pid, loopbackAgent(freePort(t)))
+			if res.Reason != ReasonSignalNotHandled {
+				t.Fatalf("inject without the socket: %+v, want %s", res, ReasonSignalNotHandled)
+			}
+			if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+				t.Errorf("%s received %v: the refusal should come before the copy", parent, entries)
+			}
+			time.Sleep(300 * time.Millisecond) // a stray SIGQUIT would have ended it by now
+			if !jv.Alive() || !bare.Alive() {
+				t.Fatalf("a JVM died: %s\n%s", jv.Output(), bare.Output())
+			}
+		})
 	}
 }

@@ -2,8 +2,11 @@ package jvm
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,4 +103,32 @@ func startInspected(t *testing.T) (*jvmtest.JVM, JVM) {
 		t.Fatal(err)
 	}
 	return jv, j
+}
+
+// startChild starts cmd with SIGKILL as its parent-death signal, so that it dies with the test binary, and
+// returns a channel that is closed once cmd has ended and been waited for. The kernel sends the parent-death signal when the thread
+// that forked the child ends, not the process, and inNetns ends threads on purpose (any thread, including one
+// that forked a child). So cmd is forked from a goroutine that keeps its thread locked until cmd has ended.
+func startChild(cmd *exec.Cmd) (<-chan struct{}, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return exited, nil
 }

@@ -23,14 +23,25 @@ const maxManifestSize = 1 << 20
 // maxConfigSize bounds the exporter configuration read from disk.
 const maxConfigSize = 4 << 20
 
+// maxAgentJarSize bounds the agent jar read into memory (jmx_exporter's is a few MiB).
+const maxAgentJarSize = 256 << 20
+
 // CheckAgentJar checks that file is a readable jar whose manifest names an Agent-Class, and returns that class.
 // A jar without one makes the JVM fail the load (return code 100) after it was already signalled.
 func CheckAgentJar(file string) (string, error) {
-	zr, err := zip.OpenReader(file)
+	data, err := readBounded(file, maxAgentJarSize)
 	if err != nil {
 		return "", &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s", file), Err: err}
 	}
-	defer zr.Close()
+	return checkAgentJarData(file, data)
+}
+
+// checkAgentJarData is CheckAgentJar for the jar's bytes; file names it in errors.
+func checkAgentJarData(file string, data []byte) (string, error) {
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return "", &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s", file), Err: err}
+	}
 	for _, f := range zr.File {
 		if !strings.EqualFold(f.Name, "META-INF/MANIFEST.MF") {
 			continue
@@ -39,12 +50,12 @@ func CheckAgentJar(file string) (string, error) {
 		if err != nil {
 			return "", &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s: manifest", file), Err: err}
 		}
-		data, err := io.ReadAll(io.LimitReader(rc, maxManifestSize))
+		manifest, err := io.ReadAll(io.LimitReader(rc, maxManifestSize))
 		rc.Close()
 		if err != nil {
 			return "", &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s: manifest", file), Err: err}
 		}
-		class := ParseManifest(data)["Agent-Class"]
+		class := ParseManifest(manifest)["Agent-Class"]
 		if class == "" {
 			return "", &AttachError{Reason: ReasonAgentJarInvalid,
 				Msg: fmt.Sprintf("agent jar %s: manifest has no Agent-Class attribute", file)}
@@ -52,6 +63,49 @@ func CheckAgentJar(file string) (string, error) {
 		return class, nil
 	}
 	return "", &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s has no META-INF/MANIFEST.MF", file)}
+}
+
+// agentFiles are the agent jar and exporter configuration, read once and checked; these very bytes are copied
+// into the target and verified there.
+type agentFiles struct {
+	jar, config namedData
+}
+
+// readAgentFiles reads and checks the agent jar and configuration of a.
+func readAgentFiles(a Agent, extraKeys []string) (agentFiles, error) {
+	jar, err := readBounded(a.Jar, maxAgentJarSize)
+	if err != nil {
+		return agentFiles{}, &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s", a.Jar), Err: err}
+	}
+	if _, err := checkAgentJarData(a.Jar, jar); err != nil {
+		return agentFiles{}, err
+	}
+	config, err := readBounded(a.Config, maxConfigSize)
+	if err != nil {
+		return agentFiles{}, &AttachError{Reason: ReasonConfigInvalid, Msg: "exporter config", Err: err}
+	}
+	if err := ValidateExporterConfig(config, extraKeys...); err != nil {
+		return agentFiles{}, &AttachError{Reason: ReasonConfigInvalid, Msg: fmt.Sprintf("exporter config %s", a.Config), Err: err}
+	}
+	return agentFiles{jar: namedData{name: path.Base(a.Jar), data: jar},
+		config: namedData{name: path.Base(a.Config), data: config}}, nil
+}
+
+// readBounded reads file, refusing one larger than limit bytes.
+func readBounded(file string, limit int64) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", file, limit)
+	}
+	return data, nil
 }
 
 // ParseManifest returns the main section of a jar manifest. Continuation lines (starting with one space) are
@@ -98,17 +152,9 @@ var ExporterConfigKeys = []string{
 // application down, so this runs before the JVM is touched. Unknown keys are refused because a misspelt key,
 // such as "rule", silently changes what is exported.
 func CheckExporterConfig(file string, extraKeys ...string) error {
-	f, err := os.Open(file)
+	data, err := readBounded(file, maxConfigSize)
 	if err != nil {
 		return &AttachError{Reason: ReasonConfigInvalid, Msg: "exporter config", Err: err}
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
-	if err != nil {
-		return &AttachError{Reason: ReasonConfigInvalid, Msg: "exporter config", Err: err}
-	}
-	if len(data) > maxConfigSize {
-		return &AttachError{Reason: ReasonConfigInvalid, Msg: fmt.Sprintf("exporter config %s is larger than %d bytes", file, maxConfigSize)}
 	}
 	if err := ValidateExporterConfig(data, extraKeys...); err != nil {
 		return &AttachError{Reason: ReasonConfigInvalid, Msg: fmt.Sprintf("exporter config %s", file), Err: err}
@@ -212,27 +258,34 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // PortListening reports whether some socket listens on TCP port in the network namespace of process pid, read
-// from /proc/<pid>/net/tcp and tcp6. Any listener counts, whatever its address, because the exporter's bind
-// would fail on it.
+// from /proc/<pid>/net/tcp and tcp6. Any listener counts, whatever its address. It is a cheap first look: a port
+// without a listener can still be unusable for the agent (see CheckPort).
 func PortListening(pid, port int) (bool, error) {
-	found := false
-	for _, name := range []string{"tcp", "tcp6"} {
-		data, err := os.ReadFile(path.Join(procRoot, strconv.Itoa(pid), "net", name))
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && name == "tcp6" {
-				continue // IPv6 disabled in that namespace
-			}
-			return false, procErr(pid, err)
-		}
-		socks, err := ParseNetTCP(data)
-		if err != nil {
-			return false, fmt.Errorf("pid %d: %w", pid, err)
-		}
-		for _, s := range socks {
-			if s.State == TCPListen && s.LocalPort == port {
-				found = true
-			}
+	socks, err := portSockets(pid, port)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range socks {
+		if s.State == TCPListen {
+			return true, nil
 		}
 	}
-	return found, nil
+	return false, nil
+}
+
+// readNetTCP reads and parses /proc/<pid>/net/<name> (tcp or tcp6); a missing tcp6 (IPv6 disabled in that
+// namespace) is an empty list.
+func readNetTCP(pid int, name string) ([]Socket, error) {
+	data, err := os.ReadFile(path.Join(procRoot, strconv.Itoa(pid), "net", name))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && name == "tcp6" {
+			return nil, nil
+		}
+		return nil, procErr(pid, err)
+	}
+	socks, err := ParseNetTCP(data)
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return socks, nil
 }

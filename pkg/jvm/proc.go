@@ -9,6 +9,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Status is the part of /proc/<pid>/status that finding and attaching to a JVM needs.
@@ -26,6 +28,8 @@ type Status struct {
 	GID [4]int
 	// SigBlk, SigIgn and SigCgt are the blocked, ignored and caught signal masks (bit n-1 is signal n).
 	SigBlk, SigIgn, SigCgt uint64
+	// CapEff is the effective capability set (bit n is capability n), relative to the process's user namespace.
+	CapEff uint64
 }
 
 // NSPID returns the pid the process sees for itself: the innermost NStgid, or PID when the kernel does not
@@ -44,6 +48,15 @@ func (s Status) CatchesSignal(sig int) bool {
 	}
 	bit := uint64(1) << (sig - 1)
 	return s.SigCgt&bit != 0 && s.SigIgn&bit == 0
+}
+
+// capNetBindService is CAP_NET_BIND_SERVICE, the capability to bind a port below
+// net.ipv4.ip_unprivileged_port_start.
+const capNetBindService = 10
+
+// HasCapability reports whether capability c is in the effective set.
+func (s Status) HasCapability(c int) bool {
+	return c >= 0 && c < 64 && s.CapEff&(uint64(1)<<c) != 0
 }
 
 // ParseStatus parses the contents of /proc/<pid>/status.
@@ -85,6 +98,8 @@ func ParseStatus(data []byte) (Status, error) {
 			s.SigIgn, err = strconv.ParseUint(v, 16, 64)
 		case "SigCgt":
 			s.SigCgt, err = strconv.ParseUint(v, 16, 64)
+		case "CapEff":
+			s.CapEff, err = strconv.ParseUint(v, 16, 64)
 		}
 		if err != nil {
 			return Status{}, fmt.Errorf("parse status: field %s: %w", key, err)
@@ -147,6 +162,25 @@ type Stat struct {
 	// StartTicks is the process start time in clock ticks after boot. Together with PID it identifies a process
 	// even when pids are reused.
 	StartTicks uint64
+	// ExitCode is the exit status in the form wait(2) reports it (field 52, Linux 3.5 and later). It means
+	// something only once the process has ended, in state Z; 0 when the field is missing.
+	ExitCode int
+}
+
+// ExitHint describes how an ended process (State 'Z') ended, from ExitCode: "exit status 1" or "killed by
+// signal 9 (killed)". It returns "" for a process that has not ended.
+func (s Stat) ExitHint() string {
+	if s.State != 'Z' && s.State != 'X' {
+		return ""
+	}
+	ws := unix.WaitStatus(s.ExitCode)
+	switch {
+	case ws.Exited():
+		return fmt.Sprintf("exit status %d", ws.ExitStatus())
+	case ws.Signaled():
+		return fmt.Sprintf("killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
+	}
+	return ""
 }
 
 // ParseStat parses the contents of /proc/<pid>/stat.
@@ -177,11 +211,30 @@ func ParseStat(data []byte) (Stat, error) {
 	if err != nil {
 		return Stat{}, fmt.Errorf("parse stat: starttime: %w", err)
 	}
-	return Stat{PID: pid, Comm: string(data[open+1 : end]), State: rest[0][0], PPID: ppid, StartTicks: start}, nil
+	st := Stat{PID: pid, Comm: string(data[open+1 : end]), State: rest[0][0], PPID: ppid, StartTicks: start}
+	// rest[49] is field 52, exit_code; older kernels do not have it.
+	if len(rest) >= 50 {
+		if code, err := strconv.Atoi(rest[49]); err == nil {
+			st.ExitCode = code
+		}
+	}
+	return st, nil
 }
 
 // TCPListen is the socket state "LISTEN" in /proc/net/tcp.
 const TCPListen = 0x0A
+
+// tcpStates names the kernel's TCP states as /proc/net/tcp numbers them.
+var tcpStates = map[int]string{1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
+	6: "TIME_WAIT", 7: "CLOSE", 8: "CLOSE_WAIT", 9: "LAST_ACK", TCPListen: "LISTEN", 11: "CLOSING"}
+
+// StateName returns the socket's TCP state as the kernel names it, such as "LISTEN" or "ESTABLISHED".
+func (s Socket) StateName() string {
+	if n, ok := tcpStates[s.State]; ok {
+		return n
+	}
+	return fmt.Sprintf("state-%d", s.State)
+}
 
 // Socket is one line of /proc/<pid>/net/tcp or tcp6.
 type Socket struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -86,6 +87,30 @@ func TestParseStatHandlesParenthesesInComm(t *testing.T) {
 	for _, bad := range []string{"", "1 (x S 1", "x (y) S 1 2", "1 (y) S 1 2 3", "1 (y) SS " + strings.Repeat("1 ", 20)} {
 		if _, err := ParseStat([]byte(bad)); err == nil {
 			t.Errorf("ParseStat(%q): no error", bad)
+		}
+	}
+}
+
+func TestParseStatReadsTheExitCodeOfAnEndedProcess(t *testing.T) {
+	// A zombie's stat as Linux 6 writes it: 52 fields, exit_code last.
+	fields := "S 1 1 1 0 -1 4194560 1 0 0 0 5 3 0 0 20 0 20 0 987654 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 "
+	cases := map[string]struct {
+		state    string
+		exitCode int
+		hint     string
+	}{
+		"exited 1":      {"Z", 256, "exit status 1"},
+		"killed by 9":   {"Z", 9, "killed by signal 9 (killed)"},
+		"still running": {"S", 0, ""},
+	}
+	for name, tc := range cases {
+		line := "77 (java) " + tc.state + fields[1:] + strconv.Itoa(tc.exitCode) + "\n"
+		st, err := ParseStat([]byte(line))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if st.ExitCode != tc.exitCode || st.ExitHint() != tc.hint {
+			t.Errorf("%s: exit code %d hint %q, want %d %q", name, st.ExitCode, st.ExitHint(), tc.exitCode, tc.hint)
 		}
 	}
 }
@@ -232,6 +257,11 @@ func TestParseReplyRecognisesEachJDKFormat(t *testing.T) {
 		{"jdk9 library not loaded", "0\ninstrument was not loaded.\nlibinstrument.so: cannot open\n", ReplyJDK9, ReasonAgentLoadFailed, 0},
 		{"jdk21 failed", "-1\nFailed to load agent library: instrument was not loaded\n", ReplyFailed, ReasonAgentLoadFailed, 0},
 		{"protocol mismatch", "101\n", ReplyFailed, ReasonAgentLoadFailed, 0},
+		// Recorded from JDK 17.0.15 and Temurin 25.0.3 started with -XX:-EnableDynamicAgentLoading.
+		{"jdk17 dynamic loading disabled", "-1\nDynamic agent loading is not enabled. Use -XX:+EnableDynamicAgentLoading to launch target VM.\n",
+			ReplyFailed, ReasonDynamicLoadingDisabled, 0},
+		{"jdk25 dynamic loading disabled", "0\nDynamic agent loading is not enabled. Use -XX:+EnableDynamicAgentLoading to launch target VM.\n",
+			ReplyJDK9, ReasonDynamicLoadingDisabled, 0},
 		{"no answer", "0\n", ReplyJDK9, ReasonAgentLoadFailed, 0},
 	}
 	for _, tc := range cases {

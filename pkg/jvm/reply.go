@@ -96,9 +96,16 @@ func ParseReply(cmd string, data []byte) (Reply, error) {
 	return r, nil
 }
 
+// dynamicLoadingDisabledMessage begins HotSpot's refusal of "load" in a JVM started with
+// -XX:-EnableDynamicAgentLoading. JDK 17 sends it with completion status -1, JDK 25 with status 0.
+const dynamicLoadingDisabledMessage = "Dynamic agent loading is not enabled"
+
 // Err returns nil when the reply reports success and otherwise an *AttachError with a reason.
 func (r Reply) Err() error {
 	switch {
+	case r.Format != ReplyOther && strings.Contains(r.Message, dynamicLoadingDisabledMessage):
+		return &AttachError{Reason: ReasonDynamicLoadingDisabled, Msg: fmt.Sprintf(
+			"the target VM runs with -XX:-EnableDynamicAgentLoading and refused the agent: %s", r.Message)}
 	case r.Status == statusBadVersion && r.Format == ReplyFailed:
 		return &AttachError{Reason: ReasonAgentLoadFailed, Msg: "protocol mismatch with the target VM: " + r.Message}
 	case r.Status != 0:

@@ -15,21 +15,34 @@ type Reason string
 const (
 	// ReasonNotJVM: the pid is not a HotSpot JVM; it was not signalled.
 	ReasonNotJVM Reason = "not-jvm"
-	// ReasonProcessGone: the process ended, or its pid was reused, during the injection.
+	// ReasonProcessGone: the process ended, or its pid was reused, during the injection. When the JVM ended while
+	// it was loading the agent, the message says how, if /proc still tells.
 	ReasonProcessGone Reason = "process-gone"
 	// ReasonTooYoung: the context ended while waiting for the JVM to reach the minimum age.
 	ReasonTooYoung Reason = "too-young"
 	// ReasonAttachDisabled: the JVM runs with -XX:+DisableAttachMechanism.
 	ReasonAttachDisabled Reason = "attach-disabled"
-	// ReasonSignalNotHandled: the JVM does not handle SIGQUIT (-Xrs, -XX:+ReduceSignalUsage, or not yet
-	// initialised), so SIGQUIT would kill it; it was not signalled.
+	// ReasonDynamicLoadingDisabled: the JVM runs with -XX:-EnableDynamicAgentLoading and refuses agents loaded
+	// over the attach protocol. Found in its options before any signal, or read from the JVM's own refusal when
+	// the flag is set somewhere jmx-attach does not look (-XX:Flags, -XX:VMOptionsFile).
+	ReasonDynamicLoadingDisabled Reason = "dynamic-loading-disabled"
+	// ReasonSignalNotHandled: the JVM has no attach listener running and does not handle SIGQUIT (an -Xrs or
+	// -XX:+ReduceSignalUsage JVM whose attach socket was removed, or one not yet initialised), so SIGQUIT would
+	// kill it; it was not signalled. An -Xrs JVM with its socket is injected without a signal.
 	ReasonSignalNotHandled Reason = "sigquit-not-handled"
 	// ReasonAgentJarInvalid: the agent jar is missing, unreadable, or has no Agent-Class.
 	ReasonAgentJarInvalid Reason = "agent-jar-invalid"
 	// ReasonConfigInvalid: the exporter configuration does not parse or has unexpected keys or types.
 	ReasonConfigInvalid Reason = "config-invalid"
-	// ReasonPortInUse: the port already has a listener in the target's network namespace.
+	// ReasonPortInUse: a socket in the target's network namespace holds the port (a listener, a connection whose
+	// local port it is, or a socket bound to it), so the agent could not bind it.
 	ReasonPortInUse Reason = "port-in-use"
+	// ReasonPortNotPermitted: the port is below net.ipv4.ip_unprivileged_port_start in the target's network
+	// namespace and the JVM lacks CAP_NET_BIND_SERVICE, so the agent could not bind it.
+	ReasonPortNotPermitted Reason = "port-not-permitted"
+	// ReasonPortCheckFailed: the port could not be checked in the target's network namespace (joining it needs
+	// CAP_SYS_ADMIN when jmx-attach runs outside it); nothing was loaded rather than risk the JVM.
+	ReasonPortCheckFailed Reason = "port-check-failed"
 	// ReasonArgsTooLong: the agent argument is longer than the attach protocol allows.
 	ReasonArgsTooLong Reason = "args-too-long"
 	// ReasonCopyFailed: the agent jar or config could not be placed into the target's filesystem.
@@ -47,7 +60,8 @@ const (
 	ReasonNotListening Reason = "agent-not-listening"
 	// ReasonHTTPCheckFailed: the agent was loaded but its port did not answer HTTP in time.
 	ReasonHTTPCheckFailed Reason = "http-check-failed"
-	// ReasonInvalidRequest: the request itself is invalid (port out of range, bad host).
+	// ReasonInvalidRequest: the request itself is invalid (port out of range, a host that is not an IP address or
+	// not an address in the target's network namespace).
 	ReasonInvalidRequest Reason = "invalid-request"
 	// ReasonInternal: any other failure.
 	ReasonInternal Reason = "internal"

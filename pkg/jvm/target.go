@@ -65,72 +65,37 @@ func (r *targetRoot) open(p string, flags int, mode uint32) (int, error) {
 
 // readFile reads at most limit bytes of p.
 func (r *targetRoot) readFile(p string, limit int64) ([]byte, error) {
-	fd, err := r.open(p, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
+	data, _, err := r.readFileOwner(p, limit)
+	return data, err
+}
+
+// readFileOwner reads at most limit bytes of the regular file p and returns its owner's uid as well.
+func (r *targetRoot) readFileOwner(p string, limit int64) ([]byte, int, error) {
+	fd, err := r.open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("%s: not a regular file", p)
+		return nil, -1, fmt.Errorf("%s: not a regular file", p)
 	}
-	return io.ReadAll(io.LimitReader(f, limit))
+	data, err := io.ReadAll(io.LimitReader(f, limit))
+	return data, int(st.Uid), err
 }
 
-// mkdirAll creates dir and its missing parents inside the target, giving directories it creates to uid:gid
-// with mode 0755, and returns an O_PATH descriptor of dir.
-func (r *targetRoot) mkdirAll(dir string, uid, gid int) (int, error) {
-	clean := path.Clean("/" + dir)
-	parts := strings.Split(strings.TrimPrefix(clean, "/"), "/")
-	cur := "/"
-	for _, part := range parts {
-		if part == "" {
-			continue
-		}
-		parent, err := r.open(cur, unix.O_PATH|unix.O_DIRECTORY, 0)
-		if err != nil {
-			return -1, err
-		}
-		err = unix.Mkdirat(parent, part, 0o755)
-		if err == nil {
-			// A new directory: hand it to the target's user so that the JVM can read what goes in it.
-			if err2 := fchownatPath(parent, part, uid, gid); err2 != nil {
-				unix.Close(parent)
-				return -1, err2
-			}
-			if err2 := unix.Fchmodat(parent, part, 0o755, 0); err2 != nil {
-				unix.Close(parent)
-				return -1, fmt.Errorf("chmod %s: %w", path.Join(cur, part), err2)
-			}
-		}
-		unix.Close(parent)
-		if err != nil && err != unix.EEXIST {
-			return -1, &os.PathError{Op: "mkdir", Path: path.Join(cur, part), Err: err}
-		}
-		cur = path.Join(cur, part)
-	}
-	return r.open(clean, unix.O_PATH|unix.O_DIRECTORY, 0)
-}
-
-func fchownatPath(dirfd int, name string, uid, gid int) error {
-	if err := unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("chown %s to %d:%d: %w", name, uid, gid, err)
-	}
-	return nil
-}
-
-// writeFile atomically places data at dir/name inside the target, owned by uid:gid with mode 0644. The rename
-// matters: a JVM that already loaded an earlier jar at that path keeps its open file instead of reading a file
-// that changes under it.
+// writeFile atomically places data at dir/name inside the target, owned by uid:gid with mode 0644; dir must
+// exist. The temporary file is created with O_EXCL and the rename replaces whatever had the name, so nothing a
+// local user planted at either name is written through.
 func (r *targetRoot) writeFile(dir, name string, data []byte, uid, gid int) (string, error) {
 	if name == "" || strings.Contains(name, "/") || name == "." || name == ".." {
 		return "", fmt.Errorf("invalid file name %q", name)
 	}
-	dfd, err := r.mkdirAll(dir, uid, gid)
+	dfd, err := r.open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return "", err
 	}
@@ -178,48 +143,71 @@ func (r *targetRoot) remove(p string) error {
 	return nil
 }
 
-// CopyToTarget copies the local files into directory dir of the filesystem that process pid sees, owned by the
-// process's filesystem uid and gid so that the JVM can read them. It returns the copied files' paths as the
-// target sees them, in the order given. Paths are resolved inside the target's root through /proc/<pid>/root,
-// which works across mount namespaces; symbolic links in the target cannot lead outside it.
+// CopyToTarget copies the local files into a new directory under dir in the filesystem that process pid sees,
+// and returns the copies' paths as the target sees them, in the order given. The directory and its safety
+// checks are the ones Inject uses (see docs/jmx-attach.md): a fresh directory with a random name, created under
+// a parent whose every component is a real directory that only root or the process's user can change, mode
+// 0700 and owned by the process's filesystem uid and gid; the files are read-only and verified after the copy.
+// Paths are resolved inside the target's root through /proc/<pid>/root, which works across mount namespaces.
 func CopyToTarget(pid int, dir string, files ...string) ([]string, error) {
-	j, err := Inspect(pid)
-	if err != nil && !errors.Is(err, ErrNotJVM) {
-		return nil, err
-	}
-	uid, gid := j.FSUID, j.FSGID
-	if errors.Is(err, ErrNotJVM) {
-		st, err := readStatus(pid)
-		if err != nil {
-			return nil, err
-		}
-		uid, gid = st.UID[3], st.GID[3]
-	}
-	return copyToTarget(pid, dir, uid, gid, files...)
-}
-
-func copyToTarget(pid int, dir string, uid, gid int, files ...string) ([]string, error) {
-	if !path.IsAbs(dir) {
-		return nil, fmt.Errorf("copy to pid %d: target directory %q is not absolute", pid, dir)
-	}
-	root, err := openTargetRoot(pid)
+	st, err := readStatus(pid)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	out := make([]string, 0, len(files))
+	contents := make([]namedData, 0, len(files))
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("copy to pid %d: %w", pid, err)
 		}
-		p, err := root.writeFile(dir, path.Base(file), data, uid, gid)
-		if err != nil {
-			return nil, fmt.Errorf("copy to pid %d: %w", pid, err)
-		}
-		out = append(out, p)
+		contents = append(contents, namedData{name: path.Base(file), data: data})
 	}
-	return out, nil
+	d, paths, err := copyToTarget(pid, dir, st.UID[3], st.GID[3], contents...)
+	if err != nil {
+		return nil, err
+	}
+	d.close()
+	return paths, nil
+}
+
+// namedData is the content of a file to copy and the name it gets.
+type namedData struct {
+	name string
+	data []byte
+}
+
+// copyToTarget creates an agentDir under dir in the target's filesystem, writes the files into it, gives it to
+// uid:gid and verifies it. The caller closes the returned agentDir, or removes it when the copies are not used.
+func copyToTarget(pid int, dir string, uid, gid int, files ...namedData) (*agentDir, []string, error) {
+	root, err := openTargetRoot(pid)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := createAgentDir(root, dir, uid, gid)
+	if err != nil {
+		root.Close()
+		return nil, nil, fmt.Errorf("copy to pid %d: %w", pid, err)
+	}
+	fail := func(err error) (*agentDir, []string, error) {
+		_ = d.remove()
+		d.close()
+		return nil, nil, fmt.Errorf("copy to pid %d: %w", pid, err)
+	}
+	paths := make([]string, 0, len(files))
+	for _, f := range files {
+		p, err := d.writeFile(f.name, f.data)
+		if err != nil {
+			return fail(err)
+		}
+		paths = append(paths, p)
+	}
+	if err := d.seal(); err != nil {
+		return fail(err)
+	}
+	if err := d.verify(); err != nil {
+		return fail(err)
+	}
+	return d, paths, nil
 }
 
 func readStatus(pid int) (Status, error) {

@@ -46,6 +46,9 @@ type Options struct {
 	PrivateNetwork bool
 	// Env is added to the JVM's environment (which otherwise is this process's environment).
 	Env []string
+	// Files are written into the JVM's working directory before it starts, readable by every user: for example
+	// an @argfile named on the command line relative to the working directory.
+	Files map[string][]byte
 	// ReadyTimeout bounds the wait for the application's ready line. Default: 60s.
 	ReadyTimeout time.Duration
 }
@@ -101,7 +104,8 @@ func Start(ctx context.Context, opts Options) (*JVM, error) {
 	// The JVM may run as another user and, with PrivateNamespaces, uses this directory as its /tmp.
 	mode := os.FileMode(0o755)
 	if opts.PrivateNamespaces {
-		mode = 0o1777
+		// Like a real /tmp: world-writable and sticky. (os.FileMode spells sticky ModeSticky, not 0o1000.)
+		mode = 0o777 | os.ModeSticky
 	}
 	if err := os.Chmod(work, mode); err != nil {
 		os.RemoveAll(work)
@@ -111,6 +115,16 @@ func Start(ctx context.Context, opts Options) (*JVM, error) {
 	if err := copyFile(opts.App.Jar, jar); err != nil {
 		os.RemoveAll(work)
 		return nil, err
+	}
+	for name, data := range opts.Files {
+		if name != filepath.Base(name) {
+			os.RemoveAll(work)
+			return nil, fmt.Errorf("jvmtest: Options.Files: %q is not a plain file name", name)
+		}
+		if err := os.WriteFile(filepath.Join(work, name), data, 0o644); err != nil {
+			os.RemoveAll(work)
+			return nil, err
+		}
 	}
 	cp, cwd := jar, work
 	if opts.PrivateNamespaces {
@@ -301,4 +315,35 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// NewestJDK returns the java launcher and version (JAVA_VERSION of its release file) of the newest JDK under
+// /usr/lib/jvm whose feature release is at least min, or "" when there is none.
+func NewestJDK(min int) (java, version string) {
+	releases, _ := filepath.Glob("/usr/lib/jvm/*/release")
+	best := 0
+	for _, rel := range releases {
+		data, err := os.ReadFile(rel)
+		if err != nil {
+			continue
+		}
+		v := releaseVersion(data)
+		feature, err := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+		bin := filepath.Join(filepath.Dir(rel), "bin", "java")
+		if _, statErr := os.Stat(bin); err != nil || statErr != nil || feature < min || feature <= best {
+			continue
+		}
+		java, version, best = bin, v, feature
+	}
+	return java, version
+}
+
+// releaseVersion returns JAVA_VERSION from the contents of a JDK's release file.
+func releaseVersion(data []byte) string {
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "JAVA_VERSION="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
 }
