@@ -18,8 +18,9 @@ const (
 	// ReplyJDK9 is the layout from JDK 9 on: the completion status line, then "return code: N". Up to JDK 20 a
 	// library that cannot be loaded is reported with completion status 0 and a message instead.
 	ReplyJDK9 ReplyFormat = "jdk9"
-	// ReplyFailed is a non-zero completion status followed by the error message; JDK 21 and later use it for
-	// every load that fails before Agent_OnAttach runs.
+	// ReplyFailed is a non-zero completion status followed by the error message. JDK 21 and later use it for most
+	// loads that fail before Agent_OnAttach runs; some refusals (dynamic agent loading switched off, on JDK 25)
+	// come with status 0 and a message instead, which Err maps by the message.
 	ReplyFailed ReplyFormat = "failed"
 	// ReplyOther is any other command's output.
 	ReplyOther ReplyFormat = "other"
