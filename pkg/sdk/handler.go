@@ -48,7 +48,10 @@ type Event struct {
 	// Object is a deep copy of the latest known state, safe to mutate. It is
 	// typed (for example *corev1.Pod) when its kind is registered in the
 	// Operator's scheme, *metav1.PartialObjectMetadata for metadata-only
-	// watches, and *unstructured.Unstructured otherwise.
+	// watches, and *unstructured.Unstructured otherwise. An object that its
+	// Go type cannot decode (the CRD's schema and the Go type disagree) is
+	// delivered as *unstructured.Unstructured too, so check the type
+	// assertion and report such objects rather than lose them.
 	Object runtime.Object
 	// Deleted is true when the object is gone; Object is then its final
 	// known state.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -161,6 +163,9 @@ func (r *watchRun) startInformer(stop <-chan struct{}) error {
 	if err := inf.SetTransform(w.transform); err != nil {
 		return fmt.Errorf("sdk: watch %q: set transform: %w", w.name, err)
 	}
+	if err := inf.SetWatchErrorHandlerWithContext(r.listOrWatchFailed); err != nil {
+		return fmt.Errorf("sdk: watch %q: set watch error handler: %w", w.name, err)
+	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { r.notify(EventAdd, nil, obj) },
 		UpdateFunc: func(old, obj any) {
@@ -188,7 +193,10 @@ func sameResourceVersion(a, b any) bool {
 // transform prepares an object for the cache: it strips managedFields,
 // converts unstructured objects of kinds the scheme knows to their typed
 // form once (instead of on every handling), runs the user's transforms and
-// stamps apiVersion and kind, which typed informers leave empty.
+// stamps apiVersion and kind, which typed informers leave empty. An object
+// the Go type cannot decode is kept unstructured, logged and counted, and
+// skips the user's transforms, which expect the Go type: an error here
+// would make the informer drop it.
 func (w *watch) transform(obj any) (any, error) {
 	ro, ok := obj.(runtime.Object)
 	if !ok {
@@ -200,12 +208,11 @@ func (w *watch) transform(obj any) (any, error) {
 		}
 	}
 	if u, ok := ro.(*unstructured.Unstructured); ok && !w.cfg.metadataOnly && w.op.cfg.scheme.Recognizes(w.gvk) {
-		typed, err := w.op.cfg.scheme.New(w.gvk)
+		typed, err := w.decode(u)
 		if err != nil {
-			return nil, fmt.Errorf("sdk: watch %q: new %s: %w", w.name, w.gvk, err)
-		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
-			return nil, fmt.Errorf("sdk: watch %q: convert %s: %w", w.name, w.gvk, err)
+			w.decodeFailed(u, err)
+			u.SetGroupVersionKind(w.gvk)
+			return u, nil
 		}
 		ro = typed
 	}
@@ -220,6 +227,47 @@ func (w *watch) transform(obj any) (any, error) {
 	}
 	ro.GetObjectKind().SetGroupVersionKind(w.gvk)
 	return ro, nil
+}
+
+// decode converts u to the Go type the scheme has for the watched kind.
+func (w *watch) decode(u *unstructured.Unstructured) (runtime.Object, error) {
+	typed, err := w.op.cfg.scheme.New(w.gvk)
+	if err != nil {
+		return nil, err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+		return nil, err
+	}
+	return typed, nil
+}
+
+// decodeFailed reports an object that its Go type cannot decode, typically
+// because the CRD's schema and the Go type disagree.
+func (w *watch) decodeFailed(u *unstructured.Unstructured, err error) {
+	w.op.hmetrics.decodeErrs.WithLabelValues(w.name).Inc()
+	key, _ := cache.MetaNamespaceKeyFunc(u)
+	w.op.cfg.log.WithFields(logrus.Fields{"watch": w.name, "key": key}).WithError(err).
+		Warnf("cannot decode the object into the Go type of %s (do the Go type and the CRD's schema agree?); delivering it as *unstructured.Unstructured", w.gvk)
+}
+
+// listOrWatchFailed replaces client-go's default handler, which only
+// logs through klog, for the failures of the informer's lists and
+// watches. Typed informers decode in their reflector, so an object that
+// their Go type cannot decode fails the whole list or watch here; client-go
+// retries it with backoff, and meanwhile the cache does not change.
+func (r *watchRun) listOrWatchFailed(_ context.Context, _ *cache.Reflector, err error) {
+	log := r.w.op.cfg.log.WithField("watch", r.w.name).WithError(err)
+	switch {
+	case errors.Is(err, io.EOF):
+		// The watch closed normally.
+		return
+	case errors.Is(err, io.ErrUnexpectedEOF), apierrors.IsResourceExpired(err), apierrors.IsGone(err), errors.Is(err, context.Canceled):
+		// Routine: client-go lists again.
+		log.Debug("watch closed; listing again")
+		return
+	}
+	r.w.op.hmetrics.watchErrs.WithLabelValues(r.w.name).Inc()
+	log.Warn("list or watch failed; the cache is not updated until a retry succeeds (client-go retries with backoff)")
 }
 
 // notify is the informer's only way into the watch: filter, remember, enqueue.

@@ -55,7 +55,8 @@ func WithPredicate(p ...Predicate) WatchOption {
 
 // WithTransform adds functions that rewrite each object before it is cached,
 // to save memory. They run after the built-in managedFields stripping, must
-// be idempotent, and may modify the object in place.
+// be idempotent, and may modify the object in place. Objects that their Go
+// type cannot decode skip them and are cached unstructured.
 func WithTransform(t ...TransformFunc) WatchOption {
 	return func(c *watchConfig) { c.transforms = append(c.transforms, t...) }
 }
