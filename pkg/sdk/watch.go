@@ -397,7 +397,7 @@ func (r *watchRun) process(ctx context.Context, key string) {
 			return
 		}
 		final = f
-		ev = Event{Object: f.DeepCopyObject(), Deleted: true, Watch: w.name, Type: EventDelete}
+		ev = Event{Object: f.DeepCopyObject(), Deleted: true, Watch: w.name, Type: r.whyGone(ctx, log, ns, name, f)}
 		typ = EventDelete
 	}
 
@@ -430,6 +430,32 @@ func (r *watchRun) process(ctx context.Context, key string) {
 		r.tracker.restore(key, typ)
 		r.queue.AddRateLimited(key)
 	}
+}
+
+// whyGone tells a deleted object from one that left the watch's selectors:
+// the API server reports both to the watch as a delete. Only watches with
+// selectors ask it, with one live read of the object's metadata. When the
+// read fails, the object is reported deleted, as the informer sees it.
+func (r *watchRun) whyGone(ctx context.Context, log logrus.FieldLogger, ns, name string, final runtime.Object) EventType {
+	if r.w.cfg.labelSelector == "" && r.w.cfg.fieldSelector == "" {
+		return EventDelete
+	}
+	known, err := meta.Accessor(final)
+	if err != nil {
+		return EventDelete
+	}
+	live, err := r.w.op.metadata.Resource(r.mapping.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return EventDelete
+	case err != nil:
+		log.WithError(err).Warn("cannot tell whether the object was deleted or left the watch's selectors; reporting it deleted")
+		return EventDelete
+	case live.GetUID() != known.GetUID():
+		// Deleted, and another object of the same name exists now.
+		return EventDelete
+	}
+	return EventLeftSelection
 }
 
 // call runs the handler with metrics and panic recovery, and classifies

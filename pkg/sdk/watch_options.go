@@ -35,13 +35,17 @@ func WithName(name string) WatchOption { return func(c *watchConfig) { c.name = 
 func WithNumWorkers(n int) WatchOption { return func(c *watchConfig) { c.workers = n } }
 
 // WithLabelSelector restricts the watch (and its cache) to objects matching
-// selector, in the usual "app=web,tier!=db" syntax.
+// selector, in the usual "app=web,tier!=db" syntax. An object that stops
+// matching reaches the handler with Deleted true and Type
+// EventLeftSelection.
 func WithLabelSelector(selector string) WatchOption {
 	return func(c *watchConfig) { c.labelSelector = selector }
 }
 
 // WithFieldSelector restricts the watch (and its cache) to objects matching
-// selector, for example "spec.nodeName=node-1".
+// selector, for example "spec.nodeName=node-1". An object that stops
+// matching reaches the handler with Deleted true and Type
+// EventLeftSelection.
 func WithFieldSelector(selector string) WatchOption {
 	return func(c *watchConfig) { c.fieldSelector = selector }
 }
