@@ -294,7 +294,8 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 		}
 	}
 	if w.cfg.ownerOf != nil {
-		r.enqueueOwner(ro)
+		oldObj, _ := old.(runtime.Object)
+		r.enqueueOwners(oldObj, ro)
 		return
 	}
 	key, err := cache.MetaNamespaceKeyFunc(ro)
@@ -306,28 +307,51 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 	r.queue.Add(key)
 }
 
-// enqueueOwner puts the controller owner of obj on the owner watches.
-func (r *watchRun) enqueueOwner(obj runtime.Object) {
+// enqueueOwners puts the controller owner of obj on the owner watches, and
+// also the one of old, the state before an update, when it differs: an
+// owner that lost a controlled object must hear of it too.
+func (r *watchRun) enqueueOwners(old, obj runtime.Object) {
+	ns, ref := r.controllerOf(obj)
+	if ref != nil {
+		r.enqueueOwner(ns, ref)
+	}
+	if old == nil {
+		return
+	}
+	if oldNS, oldRef := r.controllerOf(old); oldRef != nil && (ref == nil || oldRef.UID != ref.UID || oldRef.Name != ref.Name) {
+		r.enqueueOwner(oldNS, oldRef)
+	}
+}
+
+// controllerOf returns obj's namespace and its controller reference, if
+// that is of the owner kind the watch serves.
+func (r *watchRun) controllerOf(obj runtime.Object) (string, *metav1.OwnerReference) {
 	a, err := meta.Accessor(obj)
 	if err != nil {
-		return
+		return "", nil
 	}
 	ref := metav1.GetControllerOfNoCopy(a)
 	if ref == nil {
-		return
+		return "", nil
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || gv.Group != r.w.cfg.ownerOf.Group || ref.Kind != r.w.cfg.ownerOf.Kind {
-		return
+		return "", nil
 	}
+	return a.GetNamespace(), ref
+}
+
+// enqueueOwner puts the owner that ref names, for an object in namespace,
+// on the owner watches.
+func (r *watchRun) enqueueOwner(namespace string, ref *metav1.OwnerReference) {
 	for _, ow := range r.owners {
 		owr := ow.run()
 		if owr == nil {
 			continue
 		}
 		key := ref.Name
-		if a.GetNamespace() != "" && ow.namespaced() {
-			key = a.GetNamespace() + "/" + ref.Name
+		if namespace != "" && ow.namespaced() {
+			key = namespace + "/" + ref.Name
 		}
 		owr.tracker.touch(key)
 		owr.queue.Add(key)

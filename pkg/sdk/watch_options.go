@@ -80,7 +80,9 @@ func WithMetadataOnly() WatchOption { return func(c *watchConfig) { c.metadataOn
 // WithOwnerOf turns this watch into a secondary watch: instead of being
 // handled here, each event enqueues the object's controller owner, when it
 // has the given apiVersion and kind, on every watch of that kind. Only the
-// owner's group and kind are compared, so any served version matches.
+// owner's group and kind are compared, so any served version matches. When
+// an update moves the controller reference to another owner or removes it,
+// the previous owner is enqueued too.
 func WithOwnerOf(apiVersion, kind string) WatchOption {
 	return func(c *watchConfig) {
 		gv, err := schema.ParseGroupVersion(apiVersion)
