@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/handlerkit/handlerkit/pkg/sdk"
 )
@@ -280,5 +282,53 @@ func TestMaxRetriesGivesUp(t *testing.T) {
 	}
 	if got := f.counter(t, "workqueue_retries_total", map[string]string{"name": watch}); got != 2 {
 		t.Errorf("workqueue_retries_total = %v, want 2", got)
+	}
+}
+
+// WithMaxRetries(n) retries a failing key n times after its first failure,
+// n+1 handlings in all, whatever rate limiter the watch uses; requeues do
+// not count as failures.
+func TestMaxRetriesAllowsExactlyNRetriesAfterTheFirstFailure(t *testing.T) {
+	bucketOnly := func() workqueue.TypedRateLimiter[string] {
+		// A limiter that does not count requeues per key.
+		return &workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(1000), 1000)}
+	}
+	for _, c := range []struct {
+		name     string
+		opts     []sdk.Option
+		requeues int
+	}{
+		{"default limiter", nil, 0},
+		{"limiter without per-key counts", []sdk.Option{sdk.WithRateLimiter(bucketOnly)}, 0},
+		{"requeues before the failures", nil, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const maxRetries = 2
+			f := newFixture(t, append([]sdk.Option{sdk.WithMaxRetries(maxRetries)}, c.opts...)...)
+			var calls callLog
+			watch := startWithHandler(t, f, func(_ context.Context, e sdk.Event) error {
+				n := calls.add(nameOf(e))
+				switch {
+				case nameOf(e) != "hopeless":
+					return nil
+				case n <= c.requeues:
+					return sdk.RequeueAfter(0)
+				}
+				return errors.New("always fails")
+			})
+			f.createCM(t, "hopeless")
+			want := c.requeues + 1 + maxRetries
+			eventually(t, 10*time.Second, "the last retry", func() bool { return len(calls.get("hopeless")) >= want })
+			// One worker: once a later key is handled, the hopeless key's
+			// last handling and any requeue it would have caused are over.
+			f.createCM(t, "sentinel")
+			eventually(t, 10*time.Second, "sentinel handled", func() bool { return len(calls.get("sentinel")) == 1 })
+			if n := len(calls.get("hopeless")); n != want {
+				t.Errorf("handled %d times, want %d (%d requeues, the first failure and %d retries)", n, want, c.requeues, maxRetries)
+			}
+			if got := f.counter(t, "handlerkit_handle_total", map[string]string{"watch": watch, "result": "error"}); got != 1+maxRetries {
+				t.Errorf("error count = %v, want %d", got, 1+maxRetries)
+			}
+		})
 	}
 }

@@ -115,9 +115,13 @@ func WithRateLimiter(newLimiter func() workqueue.TypedRateLimiter[string]) Optio
 	return func(c *config) { c.limiter = newLimiter }
 }
 
-// WithMaxRetries makes a key give up after n failed handlings in a row (the
-// failure is logged and the key is forgotten until its next change). The
-// default, 0, retries forever.
+// WithMaxRetries limits how often a failing key is retried: after its first
+// failed handling it is retried at most n times, so it is handled n+1 times
+// in all. If the last retry fails too, the failure is logged and the key is
+// forgotten until its next change. Errors and panics count as failures; a
+// success, a RequeueAfter or a Terminal error ends the run of failures. The
+// framework counts the failures itself, so the limit holds with any
+// WithRateLimiter. The default, 0, retries forever.
 func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = n } }
 
 // WithDiscoveryBackoff sets how often Run retries discovery for a watched

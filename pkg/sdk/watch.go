@@ -427,6 +427,9 @@ func (r *watchRun) process(ctx context.Context, key string) {
 
 	result, herr := r.call(withLogger(ctx, log), log, ev)
 	o.hmetrics.handled.WithLabelValues(w.name, result).Inc()
+	if result != resultError && result != resultPanic {
+		r.tracker.noFailure(key)
+	}
 	switch result {
 	case resultSuccess:
 		r.queue.Forget(key)
@@ -443,17 +446,25 @@ func (r *watchRun) process(ctx context.Context, key string) {
 		r.queue.Forget(key)
 		r.tracker.forget(key, final)
 	default:
-		retries := r.queue.NumRequeues(key)
-		if max := o.cfg.maxRetries; max > 0 && retries >= max {
-			log.WithError(herr).WithField("retries", retries).Error("handler failed; giving up after max retries")
-			r.queue.Forget(key)
-			r.tracker.forget(key, final)
-			return
-		}
-		log.WithError(herr).WithField("retries", retries).Warn("handler failed; retrying with backoff")
-		r.tracker.restore(key, typ)
-		r.queue.AddRateLimited(key)
+		r.retry(log, key, typ, final, herr)
 	}
+}
+
+// retry requeues a key whose handling failed, with backoff, unless it
+// failed its first handling and WithMaxRetries retries in a row.
+func (r *watchRun) retry(log logrus.FieldLogger, key string, typ EventType, final runtime.Object, herr error) {
+	retries := r.tracker.failed(key) - 1
+	log = log.WithError(herr).WithField("retries", retries)
+	if max := r.w.op.cfg.maxRetries; max > 0 && retries >= max {
+		log.Error("handler failed; giving up after max retries")
+		r.tracker.noFailure(key)
+		r.queue.Forget(key)
+		r.tracker.forget(key, final)
+		return
+	}
+	log.Warn("handler failed; retrying with backoff")
+	r.tracker.restore(key, typ)
+	r.queue.AddRateLimited(key)
 }
 
 // whyGone tells a deleted object from one that left the watch's selectors:
