@@ -285,6 +285,39 @@ func TestMaxRetriesGivesUp(t *testing.T) {
 	}
 }
 
+// RequeueAfter(0) and negative delays go through the watch's rate limiter,
+// so a handler that keeps asking for an immediate requeue backs off instead
+// of spinning. With a 10ms base doubling to 1s, half a second holds a
+// handful of handlings; a hot loop makes tens of thousands.
+func TestRequeueAfterZeroBacksOffInsteadOfSpinning(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		t.Run(d.String(), func(t *testing.T) {
+			f := newFixture(t, sdk.WithBackoff(10*time.Millisecond, time.Second))
+			var calls atomic.Int64
+			watch := startWithHandler(t, f, func(_ context.Context, e sdk.Event) error {
+				if nameOf(e) != "again" {
+					return nil
+				}
+				calls.Add(1)
+				return sdk.RequeueAfter(d)
+			})
+			f.createCM(t, "again")
+			eventually(t, 10*time.Second, "first handling", func() bool { return calls.Load() > 0 })
+			const window = 500 * time.Millisecond
+			start := calls.Load()
+			time.Sleep(window)
+			n := calls.Load() - start
+			t.Logf("RequeueAfter(%s): %d handlings in %s", d, n, window)
+			if n >= 100 {
+				t.Errorf("RequeueAfter(%s) handled the key %d times in %s, want the backoff to hold it under 100", d, n, window)
+			}
+			if got := f.counter(t, "handlerkit_handle_total", map[string]string{"watch": watch, "result": "error"}); got != 0 {
+				t.Errorf("RequeueAfter counted %v errors, want 0", got)
+			}
+		})
+	}
+}
+
 // WithMaxRetries(n) retries a failing key n times after its first failure,
 // n+1 handlings in all, whatever rate limiter the watch uses; requeues do
 // not count as failures.

@@ -435,12 +435,8 @@ func (r *watchRun) process(ctx context.Context, key string) {
 		r.queue.Forget(key)
 		r.tracker.forget(key, final)
 	case resultRequeueAfter:
-		r.queue.Forget(key)
 		r.tracker.restore(key, typ)
-		var ra *requeueAfter
-		_ = asRequeue(herr, &ra)
-		r.queue.AddAfter(key, ra.after)
-		log.WithField("after", ra.after).Debug("requeued")
+		r.requeue(log, key, herr)
 	case resultTerminal:
 		log.WithError(herr).Error("handler failed with a terminal error; not retrying")
 		r.queue.Forget(key)
@@ -448,6 +444,23 @@ func (r *watchRun) process(ctx context.Context, key string) {
 	default:
 		r.retry(log, key, typ, final, herr)
 	}
+}
+
+// requeue handles a RequeueAfter(d). A positive d is a plain delay that
+// resets the key's backoff. A d <= 0 goes through the watch's rate limiter
+// without resetting it, so a handler that keeps asking for an immediate
+// requeue backs off instead of spinning.
+func (r *watchRun) requeue(log logrus.FieldLogger, key string, herr error) {
+	var ra *requeueAfter
+	_ = asRequeue(herr, &ra)
+	if ra.after <= 0 {
+		r.queue.AddRateLimited(key)
+		log.WithField("after", ra.after).Debug("requeued through the rate limiter")
+		return
+	}
+	r.queue.Forget(key)
+	r.queue.AddAfter(key, ra.after)
+	log.WithField("after", ra.after).Debug("requeued")
 }
 
 // retry requeues a key whose handling failed, with backoff, unless it
