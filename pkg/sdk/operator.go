@@ -98,6 +98,9 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 	case c.discoveryMin <= 0 || c.discoveryMax < c.discoveryMin:
 		return nil, fmt.Errorf("sdk: invalid discovery backoff %s..%s", c.discoveryMin, c.discoveryMax)
 	}
+	if err := c.clientLimit.validate(); err != nil {
+		return nil, err
+	}
 	if c.gatherer == nil {
 		if g, ok := c.registerer.(prometheus.Gatherer); ok {
 			c.gatherer = g
@@ -106,6 +109,7 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		}
 	}
 	restConfig := rest.CopyConfig(cfg)
+	applyClientRateLimit(restConfig, c.clientLimit)
 	clientset, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("sdk: clientset: %w", err)
@@ -130,6 +134,7 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdk: register workqueue metrics: %w", err)
 	}
+	registerClientMetrics(c.registerer, c.log)
 	return &Operator{
 		cfg:        c,
 		restConfig: restConfig,
@@ -266,7 +271,8 @@ func (o *Operator) Logger() logrus.FieldLogger { return o.cfg.log }
 // Scheme returns the scheme that decides which kinds are typed.
 func (o *Operator) Scheme() *runtime.Scheme { return o.cfg.scheme }
 
-// RESTConfig returns a copy of the Operator's client configuration.
+// RESTConfig returns a copy of the Operator's client configuration, with
+// the client rate limit it uses (see WithClientRateLimit).
 func (o *Operator) RESTConfig() *rest.Config { return rest.CopyConfig(o.restConfig) }
 
 // Clientset returns the typed client for built-in kinds.
