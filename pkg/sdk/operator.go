@@ -37,6 +37,7 @@ type Operator struct {
 	dynamic    dynamic.Interface
 	metadata   metadata.Interface
 	mapper     *restmapper.DeferredDiscoveryRESTMapper
+	discovery  discovery.CachedDiscoveryInterface
 	hmetrics   *handlerMetrics
 	qmetrics   *queueMetrics
 	handlings  atomic.Uint64
@@ -135,13 +136,15 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		return nil, fmt.Errorf("sdk: register workqueue metrics: %w", err)
 	}
 	registerClientMetrics(c.registerer, c.log)
+	cached := memory.NewMemCacheClient(disco)
 	return &Operator{
 		cfg:        c,
 		restConfig: restConfig,
 		clientset:  clientset,
 		dynamic:    dyn,
 		metadata:   md,
-		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
+		discovery:  cached,
 		hmetrics:   hm,
 		qmetrics:   qm,
 	}, nil

@@ -107,12 +107,18 @@ func isPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
-// resolve maps the watched kind to its resource. Errors other than a
-// permanentError (a kind not served yet, an API server that cannot be
-// reached, a discovery failure) may go away, so Run retries them.
+// resolve maps the watched kind to its resource. A kind missing from a
+// served built-in API is a permanentError. Other errors (a kind not served
+// yet, an API server that cannot be reached, a discovery failure) may go
+// away, so Run retries them.
 func (r *watchRun) resolve() error {
 	m, err := r.w.op.RESTMapping(r.w.gvk)
 	if err != nil {
+		if meta.IsNoMatchError(err) && r.w.op.neverServed(r.w.gvk) {
+			gv := r.w.gvk.GroupVersion()
+			return permanentError{fmt.Errorf("sdk: watch %q: kind %q is not served in %q, and never will be: the API server serves %s, a built-in API, without that kind (is it misspelt?)",
+				r.w.name, r.w.gvk.Kind, gv, gv)}
+		}
 		return err
 	}
 	if m.Scope.Name() == meta.RESTScopeNameRoot && r.w.namespace != "" {
