@@ -48,6 +48,9 @@ type Operator struct {
 	running bool
 	state   runState
 	addr    string
+
+	discoveryMu    sync.Mutex
+	discoveryReset time.Time
 }
 
 type runState int
@@ -292,10 +295,11 @@ func (o *Operator) KindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
 }
 
 // RESTMapping maps gvk to its resource through discovery. A miss refreshes
-// the discovery cache once, so kinds installed after start are found.
+// the discovery cache, at most once per DiscoveryResetInterval, so kinds
+// installed after start are found.
 func (o *Operator) RESTMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	m, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil && meta.IsNoMatchError(err) {
+	if err != nil && meta.IsNoMatchError(err) && o.mayResetDiscovery() {
 		o.mapper.Reset()
 		m, err = o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
