@@ -490,3 +490,21 @@ func TestOwnerOfWakesTheOldOwnerWhenTheReferenceMovesOrGoes(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "b woken by the secret it lost", func() bool { return len(rec.find("b", nil)) == 3 })
 }
+
+// The workqueue series of a watch exist, at zero, from the moment the
+// watch is registered, like the framework's own series; a dashboard or an
+// alert on them works before the first Run.
+func TestWorkqueueSeriesExistBeforeRun(t *testing.T) {
+	f := newFixture(t)
+	if err := f.op.Watch("v1", "ConfigMap", f.ns, 0, sdk.WithName("early")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{
+		"workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds",
+		"workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds", "workqueue_retries_total",
+	} {
+		if got, ok := metricValue(t, f.reg, name, map[string]string{"name": "early"}); !ok || got != 0 {
+			t.Errorf("%s{name=\"early\"} = %v (exists: %v), want 0 before Run", name, got, ok)
+		}
+	}
+}

@@ -191,6 +191,19 @@ func newQueueMetrics(reg prometheus.Registerer) (*queueMetrics, error) {
 	return q, nil
 }
 
+// initQueue creates the series of a watch's queue, so that they read 0
+// from the moment the watch is registered, not only once Run creates the
+// queue.
+func (q *queueMetrics) initQueue(name string) {
+	q.depth.WithLabelValues(name)
+	q.adds.WithLabelValues(name)
+	q.latency.WithLabelValues(name)
+	q.workDuration.WithLabelValues(name)
+	q.unfinished.WithLabelValues(name)
+	q.longestRunning.WithLabelValues(name)
+	q.retries.WithLabelValues(name)
+}
+
 // NewDepthMetric implements workqueue.MetricsProvider.
 func (q *queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
 	return q.depth.WithLabelValues(name)

@@ -219,6 +219,7 @@ func (o *Operator) Watch(apiVersion, kind, namespace string, resyncPeriod time.D
 		workers = 0
 	}
 	o.hmetrics.initWatch(w.name, workers)
+	o.qmetrics.initQueue(w.name)
 	o.watches = append(o.watches, w)
 	return nil
 }
