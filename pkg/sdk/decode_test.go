@@ -119,7 +119,8 @@ type gizmoFactory struct {
 	inf    cache.SharedIndexInformer
 }
 
-func newGizmoFactory(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, gv schema.GroupVersion, ns string, tweak func(*metav1.ListOptions)) *gizmoFactory {
+// gizmoClient is a REST client that decodes Gizmos into their Go type.
+func gizmoClient(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, gv schema.GroupVersion) rest.Interface {
 	t.Helper()
 	cfg.GroupVersion = &gv
 	cfg.APIPath = "/apis"
@@ -128,7 +129,7 @@ func newGizmoFactory(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, gv 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &gizmoFactory{gvr: gv.WithResource("gizmos"), client: client, ns: ns, tweak: tweak}
+	return client
 }
 
 func (f *gizmoFactory) ForResource(gvr schema.GroupVersionResource) (gizmoInformer, error) {
@@ -174,9 +175,10 @@ func TestTypedInformerDecodeFailuresAreLoggedAndCounted(t *testing.T) {
 	env := sdk.SharedEnv(t)
 	gv, scheme := installGizmos(t, env, "typeddecode")
 	logger, hook := logtest.NewNullLogger()
+	client := gizmoClient(t, env.Config(), scheme, gv)
 	f := newFixture(t, sdk.WithScheme(scheme), sdk.WithLogger(logger),
 		sdk.WithInformerFactory(func(ns string, _ time.Duration, tweak func(*metav1.ListOptions)) sdk.InformerFactory[gizmoInformer] {
-			return newGizmoFactory(t, env.Config(), scheme, gv, ns, tweak)
+			return &gizmoFactory{gvr: gv.WithResource("gizmos"), client: client, ns: ns, tweak: tweak}
 		}))
 	rec := &recorder{}
 	if err := f.op.Watch(gv.String(), "Gizmo", f.ns, 0); err != nil {
