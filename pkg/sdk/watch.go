@@ -500,7 +500,8 @@ func (r *watchRun) whyGone(ctx context.Context, log logrus.FieldLogger, ns, name
 	}
 	live, err := r.w.op.metadata.Resource(r.mapping.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err), err != nil && ctx.Err() != nil:
+		// Gone, or shutting down: the handler's context is cancelled anyway.
 		return EventDelete
 	case err != nil:
 		log.WithError(err).Warn("cannot tell whether the object was deleted or left the watch's selectors; reporting it deleted")
