@@ -38,9 +38,16 @@ const (
 	// EventResync is a periodic replay of an unchanged object; predicates
 	// usually drop it.
 	EventResync EventType = "resync"
+	// EventLeftSelection is an object that still exists but no longer
+	// matches the watch's label or field selector. The API server reports
+	// it to the watch as a delete, so Event.Deleted is true and Object is
+	// the last state the watch saw, with the labels it had then.
+	// Predicates and handlerkit_events_total see it as an EventDelete.
+	EventLeftSelection EventType = "left_selection"
 )
 
-// eventTypes lists every EventType, for metric initialisation.
+// eventTypes lists the EventTypes the informer reports, for metric
+// initialisation.
 var eventTypes = []EventType{EventAdd, EventUpdate, EventDelete, EventResync}
 
 // Event is what a Handler receives.
@@ -48,10 +55,15 @@ type Event struct {
 	// Object is a deep copy of the latest known state, safe to mutate. It is
 	// typed (for example *corev1.Pod) when its kind is registered in the
 	// Operator's scheme, *metav1.PartialObjectMetadata for metadata-only
-	// watches, and *unstructured.Unstructured otherwise.
+	// watches, and *unstructured.Unstructured otherwise. An object that its
+	// Go type cannot decode (the CRD's schema and the Go type disagree) is
+	// delivered as *unstructured.Unstructured too, so check the type
+	// assertion and report such objects rather than lose them.
 	Object runtime.Object
-	// Deleted is true when the object is gone; Object is then its final
-	// known state.
+	// Deleted is true when the object is gone from the watch; Object is
+	// then its final known state. Type says why: EventDelete when it was
+	// deleted, EventLeftSelection when it still exists but no longer
+	// matches the watch's selectors.
 	Deleted bool
 	// Watch is the name of the watch the event came from.
 	Watch string

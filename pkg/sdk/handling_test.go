@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/handlerkit/handlerkit/pkg/sdk"
 )
@@ -280,5 +282,86 @@ func TestMaxRetriesGivesUp(t *testing.T) {
 	}
 	if got := f.counter(t, "workqueue_retries_total", map[string]string{"name": watch}); got != 2 {
 		t.Errorf("workqueue_retries_total = %v, want 2", got)
+	}
+}
+
+// RequeueAfter(0) and negative delays go through the watch's rate limiter,
+// so a handler that keeps asking for an immediate requeue backs off instead
+// of spinning. With a 10ms base doubling to 1s, half a second holds a
+// handful of handlings; a hot loop makes tens of thousands.
+func TestRequeueAfterZeroBacksOffInsteadOfSpinning(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		t.Run(d.String(), func(t *testing.T) {
+			f := newFixture(t, sdk.WithBackoff(10*time.Millisecond, time.Second))
+			var calls atomic.Int64
+			watch := startWithHandler(t, f, func(_ context.Context, e sdk.Event) error {
+				if nameOf(e) != "again" {
+					return nil
+				}
+				calls.Add(1)
+				return sdk.RequeueAfter(d)
+			})
+			f.createCM(t, "again")
+			eventually(t, 10*time.Second, "first handling", func() bool { return calls.Load() > 0 })
+			const window = 500 * time.Millisecond
+			start := calls.Load()
+			time.Sleep(window)
+			n := calls.Load() - start
+			t.Logf("RequeueAfter(%s): %d handlings in %s", d, n, window)
+			if n >= 100 {
+				t.Errorf("RequeueAfter(%s) handled the key %d times in %s, want the backoff to hold it under 100", d, n, window)
+			}
+			if got := f.counter(t, "handlerkit_handle_total", map[string]string{"watch": watch, "result": "error"}); got != 0 {
+				t.Errorf("RequeueAfter counted %v errors, want 0", got)
+			}
+		})
+	}
+}
+
+// WithMaxRetries(n) retries a failing key n times after its first failure,
+// n+1 handlings in all, whatever rate limiter the watch uses; requeues do
+// not count as failures.
+func TestMaxRetriesAllowsExactlyNRetriesAfterTheFirstFailure(t *testing.T) {
+	bucketOnly := func() workqueue.TypedRateLimiter[string] {
+		// A limiter that does not count requeues per key.
+		return &workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(1000), 1000)}
+	}
+	for _, c := range []struct {
+		name     string
+		opts     []sdk.Option
+		requeues int
+	}{
+		{"default limiter", nil, 0},
+		{"limiter without per-key counts", []sdk.Option{sdk.WithRateLimiter(bucketOnly)}, 0},
+		{"requeues before the failures", nil, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const maxRetries = 2
+			f := newFixture(t, append([]sdk.Option{sdk.WithMaxRetries(maxRetries)}, c.opts...)...)
+			var calls callLog
+			watch := startWithHandler(t, f, func(_ context.Context, e sdk.Event) error {
+				n := calls.add(nameOf(e))
+				switch {
+				case nameOf(e) != "hopeless":
+					return nil
+				case n <= c.requeues:
+					return sdk.RequeueAfter(0)
+				}
+				return errors.New("always fails")
+			})
+			f.createCM(t, "hopeless")
+			want := c.requeues + 1 + maxRetries
+			eventually(t, 10*time.Second, "the last retry", func() bool { return len(calls.get("hopeless")) >= want })
+			// One worker: once a later key is handled, the hopeless key's
+			// last handling and any requeue it would have caused are over.
+			f.createCM(t, "sentinel")
+			eventually(t, 10*time.Second, "sentinel handled", func() bool { return len(calls.get("sentinel")) == 1 })
+			if n := len(calls.get("hopeless")); n != want {
+				t.Errorf("handled %d times, want %d (%d requeues, the first failure and %d retries)", n, want, c.requeues, maxRetries)
+			}
+			if got := f.counter(t, "handlerkit_handle_total", map[string]string{"watch": watch, "result": "error"}); got != 1+maxRetries {
+				t.Errorf("error count = %v, want %d", got, 1+maxRetries)
+			}
+		})
 	}
 }

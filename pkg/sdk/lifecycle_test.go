@@ -453,3 +453,69 @@ func TestElectorGatesHandlingAndLosingLeadershipEndsRun(t *testing.T) {
 		t.Error("metrics server still bound after Run returned")
 	}
 }
+
+// When a secondary object's controller reference moves to another owner,
+// both owners are woken: the old one has lost something it controlled.
+// When the reference is removed, the last owner is woken.
+func TestOwnerOfWakesTheOldOwnerWhenTheReferenceMovesOrGoes(t *testing.T) {
+	f := newFixture(t)
+	rec := &recorder{}
+	if err := f.op.Watch("v1", "ConfigMap", f.ns, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.op.Watch("v1", "Secret", f.ns, 0, sdk.WithOwnerOf("v1", "ConfigMap")); err != nil {
+		t.Fatal(err)
+	}
+	f.op.Handle(rec)
+	f.start(t)
+	ctx := context.Background()
+	owners := map[string]*corev1.ConfigMap{}
+	for _, name := range []string{"a", "b"} {
+		cm, err := f.env.Clientset().CoreV1().ConfigMaps(f.ns).Create(ctx, configMap(f.ns, name, nil), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners[name] = cm
+		eventually(t, 10*time.Second, name+" added", func() bool { return len(rec.find(name, nil)) == 1 })
+	}
+	controlledBy := func(name string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: owners[name].UID, Controller: ptrTo(true)}}
+	}
+	secrets := f.env.Clientset().CoreV1().Secrets(f.ns)
+	s, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "owned", OwnerReferences: controlledBy("a")}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a woken by its new secret", func() bool { return len(rec.find("a", nil)) == 2 })
+
+	s.OwnerReferences = controlledBy("b")
+	if s, err = secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "b woken by the secret it now controls", func() bool { return len(rec.find("b", nil)) == 2 })
+	eventually(t, 10*time.Second, "a woken by the secret it lost", func() bool { return len(rec.find("a", nil)) == 3 })
+
+	s.OwnerReferences = nil
+	if _, err = secrets.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "b woken by the secret it lost", func() bool { return len(rec.find("b", nil)) == 3 })
+}
+
+// The workqueue series of a watch exist, at zero, from the moment the
+// watch is registered, like the framework's own series; a dashboard or an
+// alert on them works before the first Run.
+func TestWorkqueueSeriesExistBeforeRun(t *testing.T) {
+	f := newFixture(t)
+	if err := f.op.Watch("v1", "ConfigMap", f.ns, 0, sdk.WithName("early")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{
+		"workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds",
+		"workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds", "workqueue_retries_total",
+	} {
+		if got, ok := metricValue(t, f.reg, name, map[string]string{"name": "early"}); !ok || got != 0 {
+			t.Errorf("%s{name=\"early\"} = %v (exists: %v), want 0 before Run", name, got, ok)
+		}
+	}
+}

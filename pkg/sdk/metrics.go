@@ -27,6 +27,8 @@ type handlerMetrics struct {
 	duration   *prometheus.HistogramVec
 	active     *prometheus.GaugeVec
 	maxWorkers *prometheus.GaugeVec
+	decodeErrs *prometheus.CounterVec
+	watchErrs  *prometheus.CounterVec
 }
 
 func newHandlerMetrics(reg prometheus.Registerer) (*handlerMetrics, error) {
@@ -52,6 +54,14 @@ func newHandlerMetrics(reg prometheus.Registerer) (*handlerMetrics, error) {
 			Name: "handlerkit_max_workers",
 			Help: "Configured number of workers, by watch.",
 		}, []string{"watch"}),
+		decodeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handlerkit_decode_errors_total",
+			Help: "Objects that their Go type in the scheme could not decode, cached and delivered unstructured instead, by watch.",
+		}, []string{"watch"}),
+		watchErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handlerkit_watch_errors_total",
+			Help: "Failed lists and watches of a watch's informer, which client-go retries, by watch.",
+		}, []string{"watch"}),
 	}
 	var err error
 	if m.events, err = registerOrReuse(reg, m.events); err != nil {
@@ -69,6 +79,12 @@ func newHandlerMetrics(reg prometheus.Registerer) (*handlerMetrics, error) {
 	if m.maxWorkers, err = registerOrReuse(reg, m.maxWorkers); err != nil {
 		return nil, err
 	}
+	if m.decodeErrs, err = registerOrReuse(reg, m.decodeErrs); err != nil {
+		return nil, err
+	}
+	if m.watchErrs, err = registerOrReuse(reg, m.watchErrs); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -84,6 +100,8 @@ func (m *handlerMetrics) initWatch(watch string, workers int) {
 	m.duration.WithLabelValues(watch)
 	m.active.WithLabelValues(watch)
 	m.maxWorkers.WithLabelValues(watch).Set(float64(workers))
+	m.decodeErrs.WithLabelValues(watch)
+	m.watchErrs.WithLabelValues(watch)
 }
 
 // registerOrReuse registers c, or returns the identical collector already
@@ -171,6 +189,19 @@ func newQueueMetrics(reg prometheus.Registerer) (*queueMetrics, error) {
 		return nil, err
 	}
 	return q, nil
+}
+
+// initQueue creates the series of a watch's queue, so that they read 0
+// from the moment the watch is registered, not only once Run creates the
+// queue.
+func (q *queueMetrics) initQueue(name string) {
+	q.depth.WithLabelValues(name)
+	q.adds.WithLabelValues(name)
+	q.latency.WithLabelValues(name)
+	q.workDuration.WithLabelValues(name)
+	q.unfinished.WithLabelValues(name)
+	q.longestRunning.WithLabelValues(name)
+	q.retries.WithLabelValues(name)
 }
 
 // NewDepthMetric implements workqueue.MetricsProvider.

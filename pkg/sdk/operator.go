@@ -37,6 +37,7 @@ type Operator struct {
 	dynamic    dynamic.Interface
 	metadata   metadata.Interface
 	mapper     *restmapper.DeferredDiscoveryRESTMapper
+	discovery  discovery.CachedDiscoveryInterface
 	hmetrics   *handlerMetrics
 	qmetrics   *queueMetrics
 	handlings  atomic.Uint64
@@ -47,6 +48,9 @@ type Operator struct {
 	running bool
 	state   runState
 	addr    string
+
+	discoveryMu    sync.Mutex
+	discoveryReset time.Time
 }
 
 type runState int
@@ -98,6 +102,9 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 	case c.discoveryMin <= 0 || c.discoveryMax < c.discoveryMin:
 		return nil, fmt.Errorf("sdk: invalid discovery backoff %s..%s", c.discoveryMin, c.discoveryMax)
 	}
+	if err := c.clientLimit.validate(); err != nil {
+		return nil, err
+	}
 	if c.gatherer == nil {
 		if g, ok := c.registerer.(prometheus.Gatherer); ok {
 			c.gatherer = g
@@ -106,6 +113,7 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		}
 	}
 	restConfig := rest.CopyConfig(cfg)
+	applyClientRateLimit(restConfig, c.clientLimit)
 	clientset, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("sdk: clientset: %w", err)
@@ -130,13 +138,16 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdk: register workqueue metrics: %w", err)
 	}
+	registerClientMetrics(c.registerer, c.log)
+	cached := memory.NewMemCacheClient(disco)
 	return &Operator{
 		cfg:        c,
 		restConfig: restConfig,
 		clientset:  clientset,
 		dynamic:    dyn,
 		metadata:   md,
-		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
+		discovery:  cached,
 		hmetrics:   hm,
 		qmetrics:   qm,
 	}, nil
@@ -208,6 +219,7 @@ func (o *Operator) Watch(apiVersion, kind, namespace string, resyncPeriod time.D
 		workers = 0
 	}
 	o.hmetrics.initWatch(w.name, workers)
+	o.qmetrics.initQueue(w.name)
 	o.watches = append(o.watches, w)
 	return nil
 }
@@ -266,7 +278,8 @@ func (o *Operator) Logger() logrus.FieldLogger { return o.cfg.log }
 // Scheme returns the scheme that decides which kinds are typed.
 func (o *Operator) Scheme() *runtime.Scheme { return o.cfg.scheme }
 
-// RESTConfig returns a copy of the Operator's client configuration.
+// RESTConfig returns a copy of the Operator's client configuration, with
+// the client rate limit it uses (see WithClientRateLimit).
 func (o *Operator) RESTConfig() *rest.Config { return rest.CopyConfig(o.restConfig) }
 
 // Clientset returns the typed client for built-in kinds.
@@ -283,10 +296,11 @@ func (o *Operator) KindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
 }
 
 // RESTMapping maps gvk to its resource through discovery. A miss refreshes
-// the discovery cache once, so kinds installed after start are found.
+// the discovery cache, at most once per DiscoveryResetInterval, so kinds
+// installed after start are found.
 func (o *Operator) RESTMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	m, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil && meta.IsNoMatchError(err) {
+	if err != nil && meta.IsNoMatchError(err) && o.mayResetDiscovery() {
 		o.mapper.Reset()
 		m, err = o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}

@@ -2,12 +2,14 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -30,6 +32,16 @@ const (
 	DefaultQPS = 10
 	// DefaultBurst is the size of that bucket.
 	DefaultBurst = 100
+	// DefaultClientQPS is the steady rate of requests of the Operator's
+	// clients when the rest.Config leaves QPS at zero, as
+	// rest.InClusterConfig does; client-go would use 5. It matches
+	// kubectl's default: the API server's priority and fairness protects
+	// it, and a busy operator's writes should not queue behind a client
+	// limit. WithClientRateLimit overrides it.
+	DefaultClientQPS = 50
+	// DefaultClientBurst is the burst of the Operator's clients when the
+	// rest.Config leaves Burst at zero; client-go would use 10.
+	DefaultClientBurst = 100
 )
 
 // DefaultReleaseTimeout bounds the Elector's Release call at the end of Run.
@@ -78,6 +90,7 @@ type config struct {
 	maxRetries      int
 	discoveryMin    time.Duration
 	discoveryMax    time.Duration
+	clientLimit     *clientRateLimit
 }
 
 // WithScheme sets the scheme that decides which kinds are delivered as typed
@@ -140,9 +153,13 @@ func WithRateLimiter(newLimiter func() workqueue.TypedRateLimiter[string]) Optio
 	return func(c *config) { c.limiter = newLimiter }
 }
 
-// WithMaxRetries makes a key give up after n failed handlings in a row (the
-// failure is logged and the key is forgotten until its next change). The
-// default, 0, retries forever.
+// WithMaxRetries limits how often a failing key is retried: after its first
+// failed handling it is retried at most n times, so it is handled n+1 times
+// in all. If the last retry fails too, the failure is logged and the key is
+// forgotten until its next change. Errors and panics count as failures; a
+// success, a RequeueAfter or a Terminal error ends the run of failures. The
+// framework counts the failures itself, so the limit holds with any
+// WithRateLimiter. The default, 0, retries forever.
 func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = n } }
 
 // WithDiscoveryBackoff sets how often Run retries discovery for a watched
@@ -150,6 +167,48 @@ func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = n } 
 // doubling up to max. The defaults are 1s and 1m.
 func WithDiscoveryBackoff(min, max time.Duration) Option {
 	return func(c *config) { c.discoveryMin, c.discoveryMax = min, max }
+}
+
+// WithClientRateLimit sets the client-side rate limit of the Operator's
+// clients (every read, write, list and watch they send), overriding the
+// rest.Config's QPS and Burst. A negative qps disables client-side
+// limiting. Without it, a config that leaves QPS or Burst at zero gets
+// DefaultClientQPS or DefaultClientBurst, and values the config sets are
+// kept. A config with its own RateLimiter ignores both, as client-go does.
+// rest_client_rate_limiter_duration_seconds shows the time requests spend
+// waiting on this limit.
+func WithClientRateLimit(qps float32, burst int) Option {
+	return func(c *config) { c.clientLimit = &clientRateLimit{qps: qps, burst: burst} }
+}
+
+// clientRateLimit is the value of WithClientRateLimit.
+type clientRateLimit struct {
+	qps   float32
+	burst int
+}
+
+func (l *clientRateLimit) validate() error {
+	if l == nil || l.qps < 0 {
+		return nil
+	}
+	if l.qps == 0 || l.burst <= 0 {
+		return fmt.Errorf("sdk: invalid client rate limit qps=%v burst=%d", l.qps, l.burst)
+	}
+	return nil
+}
+
+// applyClientRateLimit sets the limit of the Operator's clients in rc.
+func applyClientRateLimit(rc *rest.Config, l *clientRateLimit) {
+	if l != nil {
+		rc.QPS, rc.Burst = l.qps, l.burst
+		return
+	}
+	if rc.QPS == 0 {
+		rc.QPS = DefaultClientQPS
+	}
+	if rc.Burst == 0 {
+		rc.Burst = DefaultClientBurst
+	}
 }
 
 // retryPolicy builds the default limiter from the backoff and bucket values.

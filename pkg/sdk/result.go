@@ -18,8 +18,11 @@ type requeueAfter struct{ after time.Duration }
 func (r *requeueAfter) Error() string { return fmt.Sprintf("requeue after %s", r.after) }
 
 // RequeueAfter returns an error value that asks for the key to be handled
-// again after d. It is not counted as a failure and resets the key's backoff.
-// A non-positive d requeues immediately (through the rate limiter).
+// again after d. It is not counted as a failure (not as an error, and not
+// towards WithMaxRetries), and a positive d resets the key's backoff. A d
+// <= 0 asks for "as soon as allowed": the key goes through the watch's rate
+// limiter like a failed key, and its backoff keeps growing while the
+// handler keeps asking, so a handler that always requeues does not spin.
 func RequeueAfter(d time.Duration) error { return &requeueAfter{after: d} }
 
 // terminal is the value behind Terminal.

@@ -6,18 +6,37 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// tracker remembers, per key, what happened since the key was last handled
-// and the final state of deleted objects. The informer's handlers write it
-// and workers read it concurrently, hence the mutex. Entries live only while
-// a key is queued or being retried, so it does not grow with the cluster.
+// tracker remembers, per key, what happened since the key was last handled,
+// the final state of deleted objects and how many handlings in a row
+// failed. The informer's handlers write it and workers read it
+// concurrently, hence the mutex. Entries live only while a key is queued or
+// being retried, so it does not grow with the cluster.
 type tracker struct {
-	mu      sync.Mutex
-	pending map[string]EventType
-	final   map[string]runtime.Object
+	mu       sync.Mutex
+	pending  map[string]EventType
+	final    map[string]runtime.Object
+	failures map[string]int
 }
 
 func newTracker() *tracker {
-	return &tracker{pending: map[string]EventType{}, final: map[string]runtime.Object{}}
+	return &tracker{pending: map[string]EventType{}, final: map[string]runtime.Object{}, failures: map[string]int{}}
+}
+
+// failed records a failed handling of key and returns how many handlings
+// of it failed in a row. The count is the framework's own, so that
+// WithMaxRetries works with any rate limiter.
+func (t *tracker) failed(key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failures[key]++
+	return t.failures[key]
+}
+
+// noFailure ends key's run of failed handlings.
+func (t *tracker) noFailure(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.failures, key)
 }
 
 // observe records a notification for key. A delete keeps obj as the final
@@ -84,11 +103,12 @@ func (t *tracker) forgetPending(key string) {
 	delete(t.pending, key)
 }
 
-// size reports how many keys hold state, for leak tests.
+// size reports how many keys hold state, for leak tests. Failure counts
+// count as pending.
 func (t *tracker) size() (pending, final int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.pending), len(t.final)
+	return len(t.pending) + len(t.failures), len(t.final)
 }
 
 // merge combines an unhandled change with a newer one. A resync adds

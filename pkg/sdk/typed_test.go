@@ -17,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/handlerkit/handlerkit/pkg/sdk"
+	"github.com/handlerkit/handlerkit/pkg/testenv"
 )
 
 // Gizmo stands in for a CRD type an application registers in its scheme.
@@ -38,9 +39,30 @@ func (g *Gizmo) DeepCopyObject() runtime.Object {
 	return out
 }
 
-func TestKindsInTheSchemeArriveTypedFromDynamicInformers(t *testing.T) {
-	group := fmt.Sprintf("typed%d.handlerkit.dev", time.Now().UnixNano())
-	env := sdk.SharedEnv(t)
+// GizmoList is Gizmo's list type, for typed list and watch clients.
+type GizmoList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Gizmo `json:"items"`
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *GizmoList) DeepCopyObject() runtime.Object {
+	out := &GizmoList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	for _, g := range l.Items {
+		out.Items = append(out.Items, *g.DeepCopyObject().(*Gizmo))
+	}
+	return out
+}
+
+// installGizmos installs a Gizmo CRD in a fresh group whose schema accepts
+// anything, and returns its group version and a scheme that knows the Go
+// types.
+func installGizmos(t *testing.T, env *testenv.Environment, prefix string) (schema.GroupVersion, *runtime.Scheme) {
+	t.Helper()
+	// A fresh group per run: CRDs outlive the test in the shared control plane.
+	group := fmt.Sprintf("%s%d.handlerkit.dev", prefix, time.Now().UnixNano())
 	crd := gadgetCRD(group)
 	crd.Name = "gizmos." + group
 	crd.Spec.Names.Plural, crd.Spec.Names.Singular, crd.Spec.Names.Kind, crd.Spec.Names.ListKind = "gizmos", "gizmo", "Gizmo", "GizmoList"
@@ -52,8 +74,31 @@ func TestKindsInTheSchemeArriveTypedFromDynamicInformers(t *testing.T) {
 		t.Fatal(err)
 	}
 	gv := schema.GroupVersion{Group: group, Version: "v1"}
-	scheme.AddKnownTypes(gv, &Gizmo{})
+	scheme.AddKnownTypes(gv, &Gizmo{}, &GizmoList{})
+	metav1.AddToGroupVersion(scheme, gv)
+	return gv, scheme
+}
 
+// createGizmo creates a Gizmo whose spec.size is size, of whatever type.
+func createGizmo(t *testing.T, env *testenv.Environment, gv schema.GroupVersion, ns, name string, size any) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": size}}}
+	u.SetAPIVersion(gv.String())
+	u.SetKind("Gizmo")
+	u.SetNamespace(ns)
+	u.SetName(name)
+	if _, err := dyn.Resource(gv.WithResource("gizmos")).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestKindsInTheSchemeArriveTypedFromDynamicInformers(t *testing.T) {
+	env := sdk.SharedEnv(t)
+	gv, scheme := installGizmos(t, env, "typed")
 	f := newFixture(t, sdk.WithScheme(scheme))
 	rec := &recorder{}
 	if err := f.op.Watch(gv.String(), "Gizmo", f.ns, 0); err != nil {
@@ -62,19 +107,7 @@ func TestKindsInTheSchemeArriveTypedFromDynamicInformers(t *testing.T) {
 	f.op.Handle(rec)
 	f.start(t)
 
-	dyn, err := dynamic.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(gv.String())
-	u.SetKind("Gizmo")
-	u.SetNamespace(f.ns)
-	u.SetName("g1")
-	_ = unstructured.SetNestedField(u.Object, int64(7), "spec", "size")
-	if _, err := dyn.Resource(gv.WithResource("gizmos")).Namespace(f.ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createGizmo(t, env, gv, f.ns, "g1", int64(7))
 	eventually(t, 10*time.Second, "gizmo handled", func() bool { return len(rec.find("g1", nil)) == 1 })
 	g, ok := rec.find("g1", nil)[0].Object.(*Gizmo)
 	if !ok {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -115,12 +117,18 @@ func isPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
-// resolve maps the watched kind to its resource. Errors other than a
-// permanentError (a kind not served yet, an API server that cannot be
-// reached, a discovery failure) may go away, so Run retries them.
+// resolve maps the watched kind to its resource. A kind missing from a
+// served built-in API is a permanentError. Other errors (a kind not served
+// yet, an API server that cannot be reached, a discovery failure) may go
+// away, so Run retries them.
 func (r *watchRun) resolve() error {
 	m, err := r.w.op.RESTMapping(r.w.gvk)
 	if err != nil {
+		if meta.IsNoMatchError(err) && r.w.op.neverServed(r.w.gvk) {
+			gv := r.w.gvk.GroupVersion()
+			return permanentError{fmt.Errorf("sdk: watch %q: kind %q is not served in %q, and never will be: the API server serves %s, a built-in API, without that kind (is it misspelt?)",
+				r.w.name, r.w.gvk.Kind, gv, gv)}
+		}
 		return err
 	}
 	if m.Scope.Name() == meta.RESTScopeNameRoot && r.w.namespace != "" {
@@ -171,6 +179,9 @@ func (r *watchRun) startInformer(stop <-chan struct{}) error {
 	if err := inf.SetTransform(w.transform); err != nil {
 		return fmt.Errorf("sdk: watch %q: set transform: %w", w.name, err)
 	}
+	if err := inf.SetWatchErrorHandlerWithContext(r.listOrWatchFailed); err != nil {
+		return fmt.Errorf("sdk: watch %q: set watch error handler: %w", w.name, err)
+	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { r.notify(EventAdd, nil, obj) },
 		UpdateFunc: func(old, obj any) {
@@ -198,7 +209,10 @@ func sameResourceVersion(a, b any) bool {
 // transform prepares an object for the cache: it strips managedFields,
 // converts unstructured objects of kinds the scheme knows to their typed
 // form once (instead of on every handling), runs the user's transforms and
-// stamps apiVersion and kind, which typed informers leave empty.
+// stamps apiVersion and kind, which typed informers leave empty. An object
+// the Go type cannot decode is kept unstructured, logged and counted, and
+// skips the user's transforms, which expect the Go type: an error here
+// would make the informer drop it.
 func (w *watch) transform(obj any) (any, error) {
 	ro, ok := obj.(runtime.Object)
 	if !ok {
@@ -210,12 +224,11 @@ func (w *watch) transform(obj any) (any, error) {
 		}
 	}
 	if u, ok := ro.(*unstructured.Unstructured); ok && !w.cfg.metadataOnly && w.op.cfg.scheme.Recognizes(w.gvk) {
-		typed, err := w.op.cfg.scheme.New(w.gvk)
+		typed, err := w.decode(u)
 		if err != nil {
-			return nil, fmt.Errorf("sdk: watch %q: new %s: %w", w.name, w.gvk, err)
-		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
-			return nil, fmt.Errorf("sdk: watch %q: convert %s: %w", w.name, w.gvk, err)
+			w.decodeFailed(u, err)
+			u.SetGroupVersionKind(w.gvk)
+			return u, nil
 		}
 		ro = typed
 	}
@@ -230,6 +243,47 @@ func (w *watch) transform(obj any) (any, error) {
 	}
 	ro.GetObjectKind().SetGroupVersionKind(w.gvk)
 	return ro, nil
+}
+
+// decode converts u to the Go type the scheme has for the watched kind.
+func (w *watch) decode(u *unstructured.Unstructured) (runtime.Object, error) {
+	typed, err := w.op.cfg.scheme.New(w.gvk)
+	if err != nil {
+		return nil, err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+		return nil, err
+	}
+	return typed, nil
+}
+
+// decodeFailed reports an object that its Go type cannot decode, typically
+// because the CRD's schema and the Go type disagree.
+func (w *watch) decodeFailed(u *unstructured.Unstructured, err error) {
+	w.op.hmetrics.decodeErrs.WithLabelValues(w.name).Inc()
+	key, _ := cache.MetaNamespaceKeyFunc(u)
+	w.op.cfg.log.WithFields(logrus.Fields{"watch": w.name, "key": key}).WithError(err).
+		Warnf("cannot decode the object into the Go type of %s (do the Go type and the CRD's schema agree?); delivering it as *unstructured.Unstructured", w.gvk)
+}
+
+// listOrWatchFailed replaces client-go's default handler, which only
+// logs through klog, for the failures of the informer's lists and
+// watches. Typed informers decode in their reflector, so an object that
+// their Go type cannot decode fails the whole list or watch here; client-go
+// retries it with backoff, and meanwhile the cache does not change.
+func (r *watchRun) listOrWatchFailed(_ context.Context, _ *cache.Reflector, err error) {
+	log := r.w.op.cfg.log.WithField("watch", r.w.name).WithError(err)
+	switch {
+	case errors.Is(err, io.EOF):
+		// The watch closed normally.
+		return
+	case errors.Is(err, io.ErrUnexpectedEOF), apierrors.IsResourceExpired(err), apierrors.IsGone(err), errors.Is(err, context.Canceled):
+		// Routine: client-go lists again.
+		log.Debug("watch closed; listing again")
+		return
+	}
+	r.w.op.hmetrics.watchErrs.WithLabelValues(r.w.name).Inc()
+	log.Warn("list or watch failed; the cache is not updated until a retry succeeds (client-go retries with backoff)")
 }
 
 // notify is the informer's only way into the watch: filter, remember, enqueue.
@@ -256,7 +310,8 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 		}
 	}
 	if w.cfg.ownerOf != nil {
-		r.enqueueOwner(ro)
+		oldObj, _ := old.(runtime.Object)
+		r.enqueueOwners(oldObj, ro)
 		return
 	}
 	key, err := cache.MetaNamespaceKeyFunc(ro)
@@ -268,28 +323,51 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 	r.queue.Add(key)
 }
 
-// enqueueOwner puts the controller owner of obj on the owner watches.
-func (r *watchRun) enqueueOwner(obj runtime.Object) {
+// enqueueOwners puts the controller owner of obj on the owner watches, and
+// also the one of old, the state before an update, when it differs: an
+// owner that lost a controlled object must hear of it too.
+func (r *watchRun) enqueueOwners(old, obj runtime.Object) {
+	ns, ref := r.controllerOf(obj)
+	if ref != nil {
+		r.enqueueOwner(ns, ref)
+	}
+	if old == nil {
+		return
+	}
+	if oldNS, oldRef := r.controllerOf(old); oldRef != nil && (ref == nil || oldRef.UID != ref.UID || oldRef.Name != ref.Name) {
+		r.enqueueOwner(oldNS, oldRef)
+	}
+}
+
+// controllerOf returns obj's namespace and its controller reference, if
+// that is of the owner kind the watch serves.
+func (r *watchRun) controllerOf(obj runtime.Object) (string, *metav1.OwnerReference) {
 	a, err := meta.Accessor(obj)
 	if err != nil {
-		return
+		return "", nil
 	}
 	ref := metav1.GetControllerOfNoCopy(a)
 	if ref == nil {
-		return
+		return "", nil
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || gv.Group != r.w.cfg.ownerOf.Group || ref.Kind != r.w.cfg.ownerOf.Kind {
-		return
+		return "", nil
 	}
+	return a.GetNamespace(), ref
+}
+
+// enqueueOwner puts the owner that ref names, for an object in namespace,
+// on the owner watches.
+func (r *watchRun) enqueueOwner(namespace string, ref *metav1.OwnerReference) {
 	for _, ow := range r.owners {
 		owr := ow.run()
 		if owr == nil {
 			continue
 		}
 		key := ref.Name
-		if a.GetNamespace() != "" && ow.namespaced() {
-			key = a.GetNamespace() + "/" + ref.Name
+		if namespace != "" && ow.namespaced() {
+			key = namespace + "/" + ref.Name
 		}
 		owr.tracker.touch(key)
 		owr.queue.Add(key)
@@ -359,39 +437,90 @@ func (r *watchRun) process(ctx context.Context, key string) {
 			return
 		}
 		final = f
-		ev = Event{Object: f.DeepCopyObject(), Deleted: true, Watch: w.name, Type: EventDelete}
+		ev = Event{Object: f.DeepCopyObject(), Deleted: true, Watch: w.name, Type: r.whyGone(ctx, log, ns, name, f)}
 		typ = EventDelete
 	}
 
 	result, herr := r.call(withLogger(ctx, log), log, ev)
 	o.hmetrics.handled.WithLabelValues(w.name, result).Inc()
+	if result != resultError && result != resultPanic {
+		r.tracker.noFailure(key)
+	}
 	switch result {
 	case resultSuccess:
 		r.queue.Forget(key)
 		r.tracker.forget(key, final)
 	case resultRequeueAfter:
-		r.queue.Forget(key)
 		r.tracker.restore(key, typ)
-		var ra *requeueAfter
-		_ = asRequeue(herr, &ra)
-		r.queue.AddAfter(key, ra.after)
-		log.WithField("after", ra.after).Debug("requeued")
+		r.requeue(log, key, herr)
 	case resultTerminal:
 		log.WithError(herr).Error("handler failed with a terminal error; not retrying")
 		r.queue.Forget(key)
 		r.tracker.forget(key, final)
 	default:
-		retries := r.queue.NumRequeues(key)
-		if max := o.cfg.maxRetries; max > 0 && retries >= max {
-			log.WithError(herr).WithField("retries", retries).Error("handler failed; giving up after max retries")
-			r.queue.Forget(key)
-			r.tracker.forget(key, final)
-			return
-		}
-		log.WithError(herr).WithField("retries", retries).Warn("handler failed; retrying with backoff")
-		r.tracker.restore(key, typ)
-		r.queue.AddRateLimited(key)
+		r.retry(log, key, typ, final, herr)
 	}
+}
+
+// requeue handles a RequeueAfter(d). A positive d is a plain delay that
+// resets the key's backoff. A d <= 0 goes through the watch's rate limiter
+// without resetting it, so a handler that keeps asking for an immediate
+// requeue backs off instead of spinning.
+func (r *watchRun) requeue(log logrus.FieldLogger, key string, herr error) {
+	var ra *requeueAfter
+	_ = asRequeue(herr, &ra)
+	if ra.after <= 0 {
+		r.queue.AddRateLimited(key)
+		log.WithField("after", ra.after).Debug("requeued through the rate limiter")
+		return
+	}
+	r.queue.Forget(key)
+	r.queue.AddAfter(key, ra.after)
+	log.WithField("after", ra.after).Debug("requeued")
+}
+
+// retry requeues a key whose handling failed, with backoff, unless it
+// failed its first handling and WithMaxRetries retries in a row.
+func (r *watchRun) retry(log logrus.FieldLogger, key string, typ EventType, final runtime.Object, herr error) {
+	retries := r.tracker.failed(key) - 1
+	log = log.WithError(herr).WithField("retries", retries)
+	if max := r.w.op.cfg.maxRetries; max > 0 && retries >= max {
+		log.Error("handler failed; giving up after max retries")
+		r.tracker.noFailure(key)
+		r.queue.Forget(key)
+		r.tracker.forget(key, final)
+		return
+	}
+	log.Warn("handler failed; retrying with backoff")
+	r.tracker.restore(key, typ)
+	r.queue.AddRateLimited(key)
+}
+
+// whyGone tells a deleted object from one that left the watch's selectors:
+// the API server reports both to the watch as a delete. Only watches with
+// selectors ask it, with one live read of the object's metadata. When the
+// read fails, the object is reported deleted, as the informer sees it.
+func (r *watchRun) whyGone(ctx context.Context, log logrus.FieldLogger, ns, name string, final runtime.Object) EventType {
+	if r.w.cfg.labelSelector == "" && r.w.cfg.fieldSelector == "" {
+		return EventDelete
+	}
+	known, err := meta.Accessor(final)
+	if err != nil {
+		return EventDelete
+	}
+	live, err := r.w.op.metadata.Resource(r.mapping.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err), err != nil && ctx.Err() != nil:
+		// Gone, or shutting down: the handler's context is cancelled anyway.
+		return EventDelete
+	case err != nil:
+		log.WithError(err).Warn("cannot tell whether the object was deleted or left the watch's selectors; reporting it deleted")
+		return EventDelete
+	case live.GetUID() != known.GetUID():
+		// Deleted, and another object of the same name exists now.
+		return EventDelete
+	}
+	return EventLeftSelection
 }
 
 // call runs the handler with metrics and panic recovery, and classifies

@@ -35,13 +35,17 @@ func WithName(name string) WatchOption { return func(c *watchConfig) { c.name = 
 func WithNumWorkers(n int) WatchOption { return func(c *watchConfig) { c.workers = n } }
 
 // WithLabelSelector restricts the watch (and its cache) to objects matching
-// selector, in the usual "app=web,tier!=db" syntax.
+// selector, in the usual "app=web,tier!=db" syntax. An object that stops
+// matching reaches the handler with Deleted true and Type
+// EventLeftSelection.
 func WithLabelSelector(selector string) WatchOption {
 	return func(c *watchConfig) { c.labelSelector = selector }
 }
 
 // WithFieldSelector restricts the watch (and its cache) to objects matching
-// selector, for example "spec.nodeName=node-1".
+// selector, for example "spec.nodeName=node-1". An object that stops
+// matching reaches the handler with Deleted true and Type
+// EventLeftSelection.
 func WithFieldSelector(selector string) WatchOption {
 	return func(c *watchConfig) { c.fieldSelector = selector }
 }
@@ -55,7 +59,8 @@ func WithPredicate(p ...Predicate) WatchOption {
 
 // WithTransform adds functions that rewrite each object before it is cached,
 // to save memory. They run after the built-in managedFields stripping, must
-// be idempotent, and may modify the object in place.
+// be idempotent, and may modify the object in place. Objects that their Go
+// type cannot decode skip them and are cached unstructured.
 func WithTransform(t ...TransformFunc) WatchOption {
 	return func(c *watchConfig) { c.transforms = append(c.transforms, t...) }
 }
@@ -75,7 +80,9 @@ func WithMetadataOnly() WatchOption { return func(c *watchConfig) { c.metadataOn
 // WithOwnerOf turns this watch into a secondary watch: instead of being
 // handled here, each event enqueues the object's controller owner, when it
 // has the given apiVersion and kind, on every watch of that kind. Only the
-// owner's group and kind are compared, so any served version matches.
+// owner's group and kind are compared, so any served version matches. When
+// an update moves the controller reference to another owner or removes it,
+// the previous owner is enqueued too.
 func WithOwnerOf(apiVersion, kind string) WatchOption {
 	return func(c *watchConfig) {
 		gv, err := schema.ParseGroupVersion(apiVersion)

@@ -37,7 +37,7 @@ func pauseArchive(ctx context.Context) (string, error) {
 	}
 	dir, err := testimages.DefaultCacheDir()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("testenv: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("testenv: %w", err)

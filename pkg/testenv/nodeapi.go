@@ -61,7 +61,7 @@ func prepareNode(ctx context.Context) error {
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if _, err := pauseArchive(bctx); err != nil {
-		return fmt.Errorf("testenv: %w", err)
+		return err
 	}
 	return nil
 }

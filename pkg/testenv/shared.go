@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -47,7 +48,7 @@ func (s *Shared) Get(t testing.TB) *Environment {
 		}
 	})
 	if s.err != nil {
-		t.Fatalf("testenv: %v", s.err)
+		t.Fatalf("%s", prefixed(s.err))
 	}
 	return s.env
 }
@@ -66,4 +67,14 @@ func (s *Shared) Main(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// prefixed returns err's message starting with the package's name once:
+// most errors of the package carry the prefix already.
+func prefixed(err error) string {
+	const prefix = "testenv: "
+	if msg := err.Error(); strings.HasPrefix(msg, prefix) {
+		return msg
+	}
+	return prefix + err.Error()
 }

@@ -280,6 +280,17 @@ func (w *Writer) update(ctx context.Context, verb string, obj runtime.Object, op
 // Patch applies data of type pt to the object named by obj and writes the
 // patched object back into obj. For ApplyPatch, nil data applies obj itself
 // as the desired state (without resourceVersion and managedFields).
+//
+// A typed obj cannot tell an unset field from a zero one, so applying it
+// sends, and makes the field manager own, every zero-valued field that its
+// Go type does not omit: empty structs such as a Deployment's
+// spec.strategy, and the zero scalars of CRD types whose fields lack
+// omitempty, which then override other managers' values. To apply only
+// the fields you manage, pass as data the JSON of an apply configuration
+// from k8s.io/client-go/applyconfigurations (or one generated for your
+// CRDs), which holds only what was set, with obj naming the object and
+// receiving the reply; or apply a partial *unstructured.Unstructured with
+// nil data.
 func (w *Writer) Patch(ctx context.Context, obj runtime.Object, pt PatchType, data []byte, opts ...Option) error {
 	t, err := w.resolve("patch", obj, true)
 	if err != nil {

@@ -2,10 +2,13 @@ package action_test
 
 import (
 	"context"
+	"encoding/json"
 	"log"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/handlerkit/handlerkit/pkg/sdk"
 	"github.com/handlerkit/handlerkit/pkg/sdk/action"
@@ -38,6 +41,36 @@ func ExampleWriter_Delete() {
 	var op *sdk.Operator // from sdk.New
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
 	if err := action.For(op).Delete(context.Background(), cm, action.WithPropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Server-side apply of only the fields this operator manages. A typed
+// object sends, and so claims, every zero-valued field it has; an apply
+// configuration from k8s.io/client-go/applyconfigurations sends only what
+// was set. The reply lands in the typed object passed along.
+func ExamplePatch_applyConfiguration() {
+	desired := corev1ac.ConfigMap("settings", "default").WithData(map[string]string{"mode": "safe"})
+	data, err := json.Marshal(desired)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
+	if err := action.Patch(cm, action.ApplyPatch, data, action.WithFieldManager("my-operator")); err != nil {
+		log.Fatal(err)
+	}
+	log.Println(cm.Data)
+}
+
+// A partial unstructured object applied with nil data sends, and claims,
+// only the fields it holds.
+func ExamplePatch_partialUnstructured() {
+	desired := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"mode": "safe"}}}
+	desired.SetAPIVersion("v1")
+	desired.SetKind("ConfigMap")
+	desired.SetNamespace("default")
+	desired.SetName("settings")
+	if err := action.Patch(desired, action.ApplyPatch, nil, action.WithFieldManager("my-operator")); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -106,7 +106,7 @@ func Into(dst, src runtime.Object) error {
 	}
 	dv.Elem().Set(reflect.Zero(dv.Elem().Type()))
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(content, dst); err != nil {
-		return fmt.Errorf("convert into %T: %w", dst, err)
+		return fmt.Errorf("cannot decode into %T (do the Go type and the object's schema agree?): %w", dst, err)
 	}
 	return nil
 }
