@@ -441,7 +441,7 @@ func (r *watchRun) process(ctx context.Context, key string) {
 		typ = EventDelete
 	}
 
-	result, herr := r.call(withLogger(ctx, log), log, ev)
+	result, herr := r.call(withOperator(withLogger(ctx, log), o), log, ev)
 	o.hmetrics.handled.WithLabelValues(w.name, result).Inc()
 	if result != resultError && result != resultPanic {
 		r.tracker.noFailure(key)
