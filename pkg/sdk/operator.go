@@ -1,8 +1,10 @@
 package sdk
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -41,6 +44,7 @@ type Operator struct {
 	hmetrics   *handlerMetrics
 	qmetrics   *queueMetrics
 	handlings  atomic.Uint64
+	informers  atomic.Pointer[informerSet] // the running term's; nil when none runs
 
 	mu      sync.Mutex
 	handler Handler
@@ -163,7 +167,12 @@ func (o *Operator) Handle(h Handler) {
 }
 
 // Watch registers a watch on kind in apiVersion (for example "apps/v1",
-// "Deployment") in namespace ("" for all namespaces). resyncPeriod re-delivers
+// "Deployment") in namespace: one namespace, a comma-separated list of them
+// ("team-a,team-b", as WATCH_NAMESPACE usually holds; one informer per
+// namespace behind one view), or "" for all namespaces. Watches of the same
+// kind, namespace and selection share one informer and one cache, whatever
+// their options (handlers, predicates, owner or mapped sources); only
+// WithTransform gives a watch an informer of its own. resyncPeriod re-delivers
 // every cached object as an EventResync that often; 0 disables resync.
 // Choose hours, not seconds: level-driven handlers are woken by real changes,
 // and resync only papers over missed external state. Watches must be
@@ -199,6 +208,10 @@ func (o *Operator) Watch(apiVersion, kind, namespace string, resyncPeriod time.D
 	if _, err := fields.ParseSelector(wc.fieldSelector); err != nil {
 		return fmt.Errorf("sdk: watch %s: invalid field selector %q: %w", kind, wc.fieldSelector, err)
 	}
+	namespaces, err := parseNamespaces(namespace)
+	if err != nil {
+		return fmt.Errorf("sdk: watch %s: %w", kind, err)
+	}
 	if wc.name == "" {
 		wc.name = defaultWatchName(gvk, namespace)
 	}
@@ -212,9 +225,9 @@ func (o *Operator) Watch(apiVersion, kind, namespace string, resyncPeriod time.D
 			return fmt.Errorf("sdk: watch name %q already used; give one of them WithName", wc.name)
 		}
 	}
-	w := &watch{op: o, name: wc.name, gvk: gvk, namespace: namespace, resync: resyncPeriod, cfg: wc}
+	w := &watch{op: o, name: wc.name, gvk: gvk, namespace: namespace, namespaces: namespaces, resync: resyncPeriod, cfg: wc}
 	workers := wc.workers
-	if wc.ownerOf != nil {
+	if wc.secondary() {
 		// Secondary watches feed their owners' queues and run no workers.
 		workers = 0
 	}
@@ -222,6 +235,28 @@ func (o *Operator) Watch(apiVersion, kind, namespace string, resyncPeriod time.D
 	o.qmetrics.initQueue(w.name)
 	o.watches = append(o.watches, w)
 	return nil
+}
+
+// parseNamespaces splits a comma-separated namespace list. "" stands for
+// every namespace and cannot be combined with others.
+func parseNamespaces(namespace string) ([]string, error) {
+	if strings.TrimSpace(namespace) == "" {
+		return []string{""}, nil
+	}
+	var out []string
+	for _, ns := range strings.Split(namespace, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			return nil, fmt.Errorf("namespace list %q has an empty entry", namespace)
+		}
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			return nil, fmt.Errorf("invalid namespace %q in %q: %s", ns, namespace, strings.Join(msgs, "; "))
+		}
+		if !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out, nil
 }
 
 func defaultWatchName(gvk schema.GroupVersionKind, namespace string) string {
@@ -313,25 +348,60 @@ func (o *Operator) RESTMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, 
 	return m, nil
 }
 
-// CacheFor returns the synced cache of a running watch that holds every
-// object of gvk in namespace ("" asks for all namespaces), if there is one.
-// Metadata-only watches and watches with label or field selectors hold only
-// part of the kind and are never returned. query uses it to answer reads
-// from memory.
+// CacheFor returns the synced cache that holds every object of gvk in
+// namespace ("" asks for all namespaces), if the running term has one.
+// Metadata-only watches, watches with label or field selectors and watches
+// with transforms hold only part of the kind, or a rewritten form, and are
+// never returned; neither is anything while no term runs (before the first
+// sync, while standing by, after Run returned). query uses it to answer
+// reads from memory.
 func (o *Operator) CacheFor(gvk schema.GroupVersionKind, namespace string) (cache.Indexer, bool) {
+	set := o.informers.Load()
+	if set == nil {
+		return nil, false
+	}
+	return set.cacheFor(gvk, namespace)
+}
+
+// Enqueue puts key ("namespace/name", or "name" for cluster-scoped kinds) on
+// the queue of the watch named watchName, as if its object had changed: the
+// handler runs for it with the object's current state. Use it, for example,
+// to refresh a custom resource's status after handling one of its pods. It
+// fails when no watch has that name, the watch is secondary, or Run is not
+// leading.
+func (o *Operator) Enqueue(watchName, key string) error {
+	if key == "" {
+		return errors.New("sdk: Enqueue: empty key")
+	}
 	o.mu.Lock()
-	watches := o.watches
-	o.mu.Unlock()
-	for _, w := range watches {
-		if w.gvk != gvk || w.cfg.metadataOnly || w.cfg.labelSelector != "" || w.cfg.fieldSelector != "" {
-			continue
-		}
-		if w.namespace != "" && w.namespace != namespace {
-			continue
-		}
-		if idx, ok := w.syncedIndexer(); ok {
-			return idx, true
+	var w *watch
+	for _, cand := range o.watches {
+		if cand.name == watchName {
+			w = cand
 		}
 	}
-	return nil, false
+	o.mu.Unlock()
+	switch {
+	case w == nil:
+		return fmt.Errorf("sdk: Enqueue: no watch named %q", watchName)
+	case w.cfg.secondary():
+		return fmt.Errorf("sdk: Enqueue: watch %q is secondary and has no queue of its own", watchName)
+	}
+	if err := w.enqueue(key); err != nil {
+		return fmt.Errorf("sdk: Enqueue: %w", err)
+	}
+	return nil
+}
+
+// Enqueue is Operator.Enqueue on the Operator of the handling ctx belongs to
+// (sdk.OperatorFrom), else on the Default Operator.
+func Enqueue(ctx context.Context, watchName, key string) error {
+	o := OperatorFrom(ctx)
+	if o == nil {
+		var err error
+		if o, err = Default(); err != nil {
+			return err
+		}
+	}
+	return o.Enqueue(watchName, key)
 }

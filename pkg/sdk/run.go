@@ -116,28 +116,38 @@ func validate(watches []*watch, handler Handler) error {
 		return errors.New("sdk: nothing to run: call Watch before Run")
 	}
 	for _, w := range watches {
-		if w.cfg.ownerOf == nil {
+		switch {
+		case !w.cfg.secondary():
 			if w.cfg.handler == nil && handler == nil {
 				return fmt.Errorf("sdk: watch %q has no handler: call Handle or use WithHandler", w.name)
 			}
-			continue
-		}
-		if len(ownersOf(watches, w)) == 0 {
+		case w.cfg.ownerOf != nil && len(targetsOf(watches, w)) == 0:
 			return fmt.Errorf("sdk: watch %q: WithOwnerOf(%s): no watch on that kind; add one with Watch",
 				w.name, w.cfg.ownerOf.GroupKind())
+		case w.cfg.mapFn != nil && len(targetsOf(watches, w)) == 0:
+			return fmt.Errorf("sdk: watch %q: WithMapTo(%q): no watch of that name with a handler of its own",
+				w.name, w.cfg.mapTo)
 		}
 	}
 	return nil
 }
 
-func ownersOf(watches []*watch, w *watch) []*watch {
-	var owners []*watch
-	for _, ow := range watches {
-		if ow.cfg.ownerOf == nil && ow.gvk.GroupKind() == w.cfg.ownerOf.GroupKind() {
-			owners = append(owners, ow)
+// targetsOf returns the watches a secondary watch enqueues keys on: every
+// primary watch of the owner kind, or the mapped target.
+func targetsOf(watches []*watch, w *watch) []*watch {
+	var out []*watch
+	for _, t := range watches {
+		if t.cfg.secondary() {
+			continue
+		}
+		switch {
+		case w.cfg.ownerOf != nil && t.gvk.GroupKind() == w.cfg.ownerOf.GroupKind():
+			out = append(out, t)
+		case w.cfg.mapFn != nil && t.name == w.cfg.mapTo:
+			out = append(out, t)
 		}
 	}
-	return owners
+	return out
 }
 
 func (o *Operator) setState(s runState) {
@@ -182,7 +192,7 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 	// (ctx, or a failing watch) cancels them at once.
 	termCtx, endTerm := context.WithCancel(ctx)
 	defer endTerm()
-	informerStop := make(chan struct{})
+	informers := newInformerSet(o)
 
 	runs := make([]*watchRun, len(watches))
 	for i, w := range watches {
@@ -190,11 +200,11 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 		if h == nil {
 			h = handler
 		}
-		var owners []*watch
-		if w.cfg.ownerOf != nil {
-			owners = ownersOf(watches, w)
+		var targets []*watch
+		if w.cfg.secondary() {
+			targets = targetsOf(watches, w)
 		}
-		runs[i] = w.newRun(h, owners)
+		runs[i] = w.newRun(termCtx, h, targets)
 	}
 
 	var (
@@ -211,15 +221,11 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 		}
 		o.drain(&workers)
 		// From here on the caches go stale: query reads the API server.
+		o.informers.Store(nil)
 		for _, r := range runs {
 			r.w.endRun(r)
 		}
-		close(informerStop)
-		for _, r := range runs {
-			if r.factory != nil {
-				r.factory.Shutdown()
-			}
-		}
+		informers.shutdown()
 	}()
 
 	type pending struct {
@@ -242,11 +248,14 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 			late = append(late, pending{r, err})
 		}
 	}
+	o.informers.Store(informers)
 	for _, r := range initial {
-		if err := r.startInformer(informerStop); err != nil {
+		if err := r.start(informers); err != nil {
 			return err
 		}
 	}
+	// All at once, after every watch has added its handler and indexes.
+	informers.start()
 	for _, r := range initial {
 		if err := o.waitSynced(termCtx, r); err != nil {
 			if ctx.Err() != nil {
@@ -262,7 +271,7 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 		starters.Add(1)
 		go func() {
 			defer starters.Done()
-			if err := o.startLate(termCtx, p.run, p.err, informerStop, &workers); err != nil {
+			if err := o.startLate(termCtx, p.run, p.err, informers, &workers); err != nil {
 				fatal <- err
 			}
 		}()
@@ -279,7 +288,7 @@ func (o *Operator) lead(ctx context.Context, watches []*watch, handler Handler) 
 // watch. The kind may not be served yet (typically a CRD not installed yet),
 // or the API server may not be reachable yet; both are retried with capped
 // exponential backoff, with a log line for each attempt.
-func (o *Operator) startLate(ctx context.Context, r *watchRun, err error, stop <-chan struct{}, workers *sync.WaitGroup) error {
+func (o *Operator) startLate(ctx context.Context, r *watchRun, err error, informers *informerSet, workers *sync.WaitGroup) error {
 	log := o.cfg.log.WithField("watch", r.w.name).WithField("kind", r.w.gvk.String())
 	delay := o.cfg.discoveryMin
 	for {
@@ -304,9 +313,10 @@ func (o *Operator) startLate(ctx context.Context, r *watchRun, err error, stop <
 		delay = min(2*delay, o.cfg.discoveryMax)
 	}
 	log.Info("kind is served now; starting watch")
-	if err := r.startInformer(stop); err != nil {
+	if err := r.start(informers); err != nil {
 		return err
 	}
+	informers.start()
 	if err := o.waitSynced(ctx, r); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -319,7 +329,7 @@ func (o *Operator) startLate(ctx context.Context, r *watchRun, err error, stop <
 
 func (o *Operator) waitSynced(ctx context.Context, r *watchRun) error {
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, o.cfg.syncTimeout, true,
-		func(context.Context) (bool, error) { return r.informer.HasSynced(), nil })
+		func(context.Context) (bool, error) { return r.hasSynced(), nil })
 	if err != nil {
 		return fmt.Errorf("sdk: watch %q: cache did not sync within %s: %w", r.w.name, o.cfg.syncTimeout, err)
 	}
@@ -328,8 +338,8 @@ func (o *Operator) waitSynced(ctx context.Context, r *watchRun) error {
 }
 
 func (o *Operator) startWorkers(ctx context.Context, r *watchRun, workers *sync.WaitGroup) {
-	if r.w.cfg.ownerOf != nil {
-		// Secondary watches only feed their owners' queues.
+	if r.w.cfg.secondary() {
+		// Secondary watches only feed their targets' queues.
 		return
 	}
 	for range r.w.cfg.workers {

@@ -23,7 +23,7 @@ func TestTombstoneKeepsTheFinalState(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := op.watches[0]
-	r := w.newRun(HandlerFunc(func(context.Context, Event) error { return nil }), nil)
+	r := w.newRun(context.Background(), HandlerFunc(func(context.Context, Event) error { return nil }), nil)
 	defer r.queue.ShutDown()
 
 	final := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone"}, Data: map[string]string{"last": "state"}}

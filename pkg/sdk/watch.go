@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -14,12 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -27,12 +22,13 @@ import (
 // watch is one registered Watch call. Its per-run state lives in a
 // watchRun so that a second Run starts from a clean slate.
 type watch struct {
-	op        *Operator
-	name      string
-	gvk       schema.GroupVersionKind
-	namespace string
-	resync    time.Duration
-	cfg       watchConfig
+	op         *Operator
+	name       string
+	gvk        schema.GroupVersionKind
+	namespace  string   // as given to Watch: one namespace, a comma list, or "" for all
+	namespaces []string // the namespaces it covers, one informer each; [""] for all
+	resync     time.Duration
+	cfg        watchConfig
 
 	mu  sync.Mutex
 	cur *watchRun
@@ -42,20 +38,21 @@ type watch struct {
 type watchRun struct {
 	w       *watch
 	handler Handler
-	owners  []*watch
+	targets []*watch // the watches a secondary watch enqueues keys on
 	queue   workqueue.TypedRateLimitingInterface[string]
 	tracker *tracker
+	ctx     context.Context // the term's, for map functions
 
-	// mapping, informer and factory are written once by start, before
-	// synced is set; readers check synced first.
-	mapping  *meta.RESTMapping
-	informer cache.SharedIndexInformer
-	factory  startableFactory
-	synced   atomic.Bool
+	// mapping, informers and regs are written once by start, before synced
+	// is set; readers check synced first.
+	mapping   *meta.RESTMapping
+	informers []*sharedInformer // one per namespace, in the order of w.namespaces
+	regs      []cache.ResourceEventHandlerRegistration
+	synced    atomic.Bool
 }
 
 // newRun resets the watch for a new leadership term.
-func (w *watch) newRun(handler Handler, owners []*watch) *watchRun {
+func (w *watch) newRun(ctx context.Context, handler Handler, targets []*watch) *watchRun {
 	limiter := w.op.cfg.retry.limiter()
 	if w.op.cfg.limiter != nil {
 		limiter = w.op.cfg.limiter()
@@ -63,7 +60,8 @@ func (w *watch) newRun(handler Handler, owners []*watch) *watchRun {
 	r := &watchRun{
 		w:       w,
 		handler: handler,
-		owners:  owners,
+		targets: targets,
+		ctx:     withOperator(ctx, w.op),
 		tracker: newTracker(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{
 			Name:            w.name,
@@ -97,12 +95,29 @@ func (w *watch) isSynced() bool {
 	return r != nil && r.synced.Load()
 }
 
-func (w *watch) syncedIndexer() (cache.Indexer, bool) {
-	r := w.run()
-	if r == nil || !r.synced.Load() {
-		return nil, false
+// indexerFor returns the cache that holds the objects of namespace ns ("" for
+// cluster-scoped objects).
+func (r *watchRun) indexerFor(ns string) (cache.Indexer, bool) {
+	for i, wns := range r.w.namespaces {
+		if wns == "" || wns == ns {
+			return r.informers[i].informer.GetIndexer(), true
+		}
 	}
-	return r.informer.GetIndexer(), true
+	return nil, false
+}
+
+// hasSynced reports whether every informer of the run has delivered its
+// initial list to this watch's handler.
+func (r *watchRun) hasSynced() bool {
+	if len(r.regs) == 0 {
+		return false
+	}
+	for _, reg := range r.regs {
+		if !reg.HasSynced() {
+			return false
+		}
+	}
+	return true
 }
 
 // permanentError marks a resolve error that no retry can fix: the watch
@@ -131,72 +146,40 @@ func (r *watchRun) resolve() error {
 		}
 		return err
 	}
-	if m.Scope.Name() == meta.RESTScopeNameRoot && r.w.namespace != "" {
+	if m.Scope.Name() == meta.RESTScopeNameRoot && r.w.namespace != "" && r.w.namespace != metav1.NamespaceAll {
 		return permanentError{fmt.Errorf("sdk: watch %q: %s is cluster-scoped; its namespace must be empty, not %q", r.w.name, r.w.gvk.Kind, r.w.namespace)}
 	}
 	r.mapping = m
 	return nil
 }
 
-// startInformer builds the informer from the first factory that knows the
-// resource and starts it.
-func (r *watchRun) startInformer(stop <-chan struct{}) error {
-	w, o := r.w, r.w.op
-	gvr := r.mapping.Resource
-	tweak := func(lo *metav1.ListOptions) {
-		lo.LabelSelector = w.cfg.labelSelector
-		lo.FieldSelector = w.cfg.fieldSelector
-	}
-	var (
-		f   startableFactory
-		inf cache.SharedIndexInformer
-	)
-	if w.cfg.metadataOnly {
-		f = untypedFactory{metadatainformer.NewFilteredSharedInformerFactory(o.metadata, w.resync, w.namespace, tweak)}
-		var err error
-		if inf, err = f.informerFor(gvr); err != nil {
-			return fmt.Errorf("sdk: watch %q: metadata informer: %w", w.name, err)
+// start makes the watch read the informers it needs from set, creating
+// the ones no other watch has asked for, and registers its handler on each.
+// The set starts them.
+func (r *watchRun) start(set *informerSet) error {
+	w := r.w
+	for _, key := range w.keysFor(r.mapping.Resource) {
+		si, err := set.informerFor(key, w)
+		if err != nil {
+			return err
 		}
-	} else {
-		builtin := func(ns string, resync time.Duration, tweak func(*metav1.ListOptions)) startableFactory {
-			return typedFactory[informers.GenericInformer]{informers.NewFilteredSharedInformerFactory(o.clientset, resync, ns, tweak)}
+		reg, err := si.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { r.notify(EventAdd, nil, obj) },
+			UpdateFunc: func(old, obj any) {
+				typ := EventUpdate
+				if sameResourceVersion(old, obj) {
+					typ = EventResync
+				}
+				r.notify(typ, old, obj)
+			},
+			DeleteFunc: func(obj any) { r.notify(EventDelete, nil, obj) },
+		})
+		if err != nil {
+			return fmt.Errorf("sdk: watch %q: add event handler: %w", w.name, err)
 		}
-		for _, newFactory := range append(append([]factoryConstructor{}, o.cfg.factories...), builtin) {
-			cand := newFactory(w.namespace, w.resync, tweak)
-			if i, err := cand.informerFor(gvr); err == nil {
-				f, inf = cand, i
-				break
-			}
-		}
-		if f == nil {
-			f = untypedFactory{dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.dynamic, w.resync, w.namespace, tweak)}
-			var err error
-			if inf, err = f.informerFor(gvr); err != nil {
-				return fmt.Errorf("sdk: watch %q: dynamic informer: %w", w.name, err)
-			}
-		}
+		r.informers = append(r.informers, si)
+		r.regs = append(r.regs, reg)
 	}
-	if err := inf.SetTransform(w.transform); err != nil {
-		return fmt.Errorf("sdk: watch %q: set transform: %w", w.name, err)
-	}
-	if err := inf.SetWatchErrorHandlerWithContext(r.listOrWatchFailed); err != nil {
-		return fmt.Errorf("sdk: watch %q: set watch error handler: %w", w.name, err)
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { r.notify(EventAdd, nil, obj) },
-		UpdateFunc: func(old, obj any) {
-			typ := EventUpdate
-			if sameResourceVersion(old, obj) {
-				typ = EventResync
-			}
-			r.notify(typ, old, obj)
-		},
-		DeleteFunc: func(obj any) { r.notify(EventDelete, nil, obj) },
-	}); err != nil {
-		return fmt.Errorf("sdk: watch %q: add event handler: %w", w.name, err)
-	}
-	r.informer, r.factory = inf, f
-	f.Start(stop)
 	return nil
 }
 
@@ -204,86 +187,6 @@ func sameResourceVersion(a, b any) bool {
 	am, err1 := meta.Accessor(a)
 	bm, err2 := meta.Accessor(b)
 	return err1 == nil && err2 == nil && am.GetResourceVersion() == bm.GetResourceVersion()
-}
-
-// transform prepares an object for the cache: it strips managedFields,
-// converts unstructured objects of kinds the scheme knows to their typed
-// form once (instead of on every handling), runs the user's transforms and
-// stamps apiVersion and kind, which typed informers leave empty. An object
-// the Go type cannot decode is kept unstructured, logged and counted, and
-// skips the user's transforms, which expect the Go type: an error here
-// would make the informer drop it.
-func (w *watch) transform(obj any) (any, error) {
-	ro, ok := obj.(runtime.Object)
-	if !ok {
-		return obj, nil
-	}
-	if !w.cfg.keepManagedFields {
-		if a, err := meta.Accessor(ro); err == nil && a.GetManagedFields() != nil {
-			a.SetManagedFields(nil)
-		}
-	}
-	if u, ok := ro.(*unstructured.Unstructured); ok && !w.cfg.metadataOnly && w.op.cfg.scheme.Recognizes(w.gvk) {
-		typed, err := w.decode(u)
-		if err != nil {
-			w.decodeFailed(u, err)
-			u.SetGroupVersionKind(w.gvk)
-			return u, nil
-		}
-		ro = typed
-	}
-	for _, t := range w.cfg.transforms {
-		out, err := t(ro)
-		if err != nil {
-			return nil, fmt.Errorf("sdk: watch %q: transform: %w", w.name, err)
-		}
-		if out != nil {
-			ro = out
-		}
-	}
-	ro.GetObjectKind().SetGroupVersionKind(w.gvk)
-	return ro, nil
-}
-
-// decode converts u to the Go type the scheme has for the watched kind.
-func (w *watch) decode(u *unstructured.Unstructured) (runtime.Object, error) {
-	typed, err := w.op.cfg.scheme.New(w.gvk)
-	if err != nil {
-		return nil, err
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
-		return nil, err
-	}
-	return typed, nil
-}
-
-// decodeFailed reports an object that its Go type cannot decode, typically
-// because the CRD's schema and the Go type disagree.
-func (w *watch) decodeFailed(u *unstructured.Unstructured, err error) {
-	w.op.hmetrics.decodeErrs.WithLabelValues(w.name).Inc()
-	key, _ := cache.MetaNamespaceKeyFunc(u)
-	w.op.cfg.log.WithFields(logrus.Fields{"watch": w.name, "key": key}).WithError(err).
-		Warnf("cannot decode the object into the Go type of %s (do the Go type and the CRD's schema agree?); delivering it as *unstructured.Unstructured", w.gvk)
-}
-
-// listOrWatchFailed replaces client-go's default handler, which only
-// logs through klog, for the failures of the informer's lists and
-// watches. Typed informers decode in their reflector, so an object that
-// their Go type cannot decode fails the whole list or watch here; client-go
-// retries it with backoff, and meanwhile the cache does not change.
-func (r *watchRun) listOrWatchFailed(_ context.Context, _ *cache.Reflector, err error) {
-	log := r.w.op.cfg.log.WithField("watch", r.w.name).WithError(err)
-	switch {
-	case errors.Is(err, io.EOF):
-		// The watch closed normally.
-		return
-	case errors.Is(err, io.ErrUnexpectedEOF), apierrors.IsResourceExpired(err), apierrors.IsGone(err), errors.Is(err, context.Canceled):
-		// Routine: client-go lists again.
-		log.Debug("watch closed; listing again")
-		return
-	}
-	r.w.op.hmetrics.watchErrs.WithLabelValues(r.w.name).Inc()
-	log.Warn("list or watch failed; the cache is not updated until a retry succeeds (client-go retries with backoff)")
 }
 
 // notify is the informer's only way into the watch: filter, remember, enqueue.
@@ -309,9 +212,9 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 			}
 		}
 	}
-	if w.cfg.ownerOf != nil {
+	if w.cfg.secondary() {
 		oldObj, _ := old.(runtime.Object)
-		r.enqueueOwners(oldObj, ro)
+		r.enqueueMapped(oldObj, ro)
 		return
 	}
 	key, err := cache.MetaNamespaceKeyFunc(ro)
@@ -323,55 +226,82 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 	r.queue.Add(key)
 }
 
-// enqueueOwners puts the controller owner of obj on the owner watches, and
-// also the one of old, the state before an update, when it differs: an
-// owner that lost a controlled object must hear of it too.
-func (r *watchRun) enqueueOwners(old, obj runtime.Object) {
-	ns, ref := r.controllerOf(obj)
-	if ref != nil {
-		r.enqueueOwner(ns, ref)
-	}
-	if old == nil {
-		return
-	}
-	if oldNS, oldRef := r.controllerOf(old); oldRef != nil && (ref == nil || oldRef.UID != ref.UID || oldRef.Name != ref.Name) {
-		r.enqueueOwner(oldNS, oldRef)
+// enqueueMapped puts the keys that obj maps to on the target watches, and
+// also the keys of old, the state before an update: an owner that lost an
+// object, or a selector that no longer matches, must hear of it too.
+func (r *watchRun) enqueueMapped(old, obj runtime.Object) {
+	seen := map[*watch]map[string]bool{}
+	for _, o := range []runtime.Object{obj, old} {
+		if o == nil {
+			continue
+		}
+		for _, t := range r.targets {
+			for _, key := range r.keysFor(t, o) {
+				if seen[t] == nil {
+					seen[t] = map[string]bool{}
+				}
+				if seen[t][key] {
+					continue
+				}
+				seen[t][key] = true
+				if err := t.enqueue(key); err != nil {
+					r.w.op.cfg.log.WithField("watch", r.w.name).WithError(err).Debug("mapped key not enqueued")
+				}
+			}
+		}
 	}
 }
 
-// controllerOf returns obj's namespace and its controller reference, if
-// that is of the owner kind the watch serves.
-func (r *watchRun) controllerOf(obj runtime.Object) (string, *metav1.OwnerReference) {
+// keysFor returns the keys of target that obj maps to: through the map
+// function, or through obj's owner references of the owner kind.
+func (r *watchRun) keysFor(target *watch, obj runtime.Object) []string {
+	if fn := r.w.cfg.mapFn; fn != nil {
+		return r.mapKeys(fn, obj)
+	}
 	a, err := meta.Accessor(obj)
 	if err != nil {
-		return "", nil
+		return nil
 	}
-	ref := metav1.GetControllerOfNoCopy(a)
-	if ref == nil {
-		return "", nil
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || gv.Group != r.w.cfg.ownerOf.Group || ref.Kind != r.w.cfg.ownerOf.Kind {
-		return "", nil
-	}
-	return a.GetNamespace(), ref
-}
-
-// enqueueOwner puts the owner that ref names, for an object in namespace,
-// on the owner watches.
-func (r *watchRun) enqueueOwner(namespace string, ref *metav1.OwnerReference) {
-	for _, ow := range r.owners {
-		owr := ow.run()
-		if owr == nil {
+	var keys []string
+	for _, ref := range a.GetOwnerReferences() {
+		if !r.w.cfg.anyOwner && (ref.Controller == nil || !*ref.Controller) {
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || gv.Group != r.w.cfg.ownerOf.Group || ref.Kind != r.w.cfg.ownerOf.Kind {
 			continue
 		}
 		key := ref.Name
-		if namespace != "" && ow.namespaced() {
-			key = namespace + "/" + ref.Name
+		if a.GetNamespace() != "" && target.namespaced() {
+			key = a.GetNamespace() + "/" + ref.Name
 		}
-		owr.tracker.touch(key)
-		owr.queue.Add(key)
+		keys = append(keys, key)
 	}
+	return keys
+}
+
+// mapKeys calls a user's map function, turning a panic into a log line.
+func (r *watchRun) mapKeys(fn MapFunc, obj runtime.Object) (keys []string) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.w.op.cfg.log.WithField("watch", r.w.name).WithField("panic", p).
+				WithField("stack", string(debug.Stack())).Error("map function panicked; no key enqueued")
+			keys = nil
+		}
+	}()
+	return fn(r.ctx, obj)
+}
+
+// enqueue puts key on the watch's queue, as a change the handler must look
+// at, if the watch is running.
+func (w *watch) enqueue(key string) error {
+	r := w.run()
+	if r == nil {
+		return fmt.Errorf("watch %q is not running", w.name)
+	}
+	r.tracker.touch(key)
+	r.queue.Add(key)
+	return nil
 }
 
 // namespaced reports whether the watched kind is namespaced, asking
@@ -417,7 +347,14 @@ func (r *watchRun) process(ctx context.Context, key string) {
 		ev    Event
 		final runtime.Object
 	)
-	cached, exists, err := r.informer.GetIndexer().GetByKey(key)
+	var (
+		cached any
+		exists bool
+		err    error
+	)
+	if idx, ok := r.indexerFor(ns); ok {
+		cached, exists, err = idx.GetByKey(key)
+	}
 	switch {
 	case err != nil:
 		log.WithError(err).Error("cache lookup failed")

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,9 +21,17 @@ type watchConfig struct {
 	keepManagedFields bool
 	metadataOnly      bool
 	ownerOf           *schema.GroupVersionKind
+	anyOwner          bool
+	mapTo             string
+	mapFn             MapFunc
+	indexes           map[string]IndexFunc
 	handler           Handler
 	err               error
 }
+
+// secondary reports whether the watch feeds other watches' queues instead
+// of running a handler of its own.
+func (c *watchConfig) secondary() bool { return c.ownerOf != nil || c.mapFn != nil }
 
 // WithName names the watch. The name labels its metrics and logs and is
 // Event.Watch. The default is the lower-case kind, then ".group" for
@@ -84,6 +93,17 @@ func WithMetadataOnly() WatchOption { return func(c *watchConfig) { c.metadataOn
 // an update moves the controller reference to another owner or removes it,
 // the previous owner is enqueued too.
 func WithOwnerOf(apiVersion, kind string) WatchOption {
+	return ownerOption(apiVersion, kind, false)
+}
+
+// WithAnyOwnerOf is WithOwnerOf for every owner reference of the given kind,
+// controller or not: each event enqueues all the object's owners of that
+// kind.
+func WithAnyOwnerOf(apiVersion, kind string) WatchOption {
+	return ownerOption(apiVersion, kind, true)
+}
+
+func ownerOption(apiVersion, kind string, any bool) WatchOption {
 	return func(c *watchConfig) {
 		gv, err := schema.ParseGroupVersion(apiVersion)
 		if err != nil || kind == "" {
@@ -91,7 +111,52 @@ func WithOwnerOf(apiVersion, kind string) WatchOption {
 			return
 		}
 		gvk := gv.WithKind(kind)
-		c.ownerOf = &gvk
+		c.ownerOf, c.anyOwner = &gvk, any
+	}
+}
+
+// MapFunc maps an object of a secondary watch to keys ("namespace/name", or
+// "name" for cluster-scoped kinds) of its target watch. It runs in the
+// informer's notification goroutine for every event, with the term's context
+// (sdk.OperatorFrom works on it), so it must be quick and must not write:
+// read caches through query, never list the API server. It is called with
+// both the new and the old state of an update, and the union of the keys is
+// enqueued, so a target that no longer matches still hears of the change.
+type MapFunc func(ctx context.Context, obj runtime.Object) []string
+
+// WithMapTo turns this watch into a secondary watch whose events enqueue,
+// on the watch named target, the keys fn returns: for example, a Pod event
+// waking every custom resource whose selector matches the pod. The target
+// must be a watch with a handler; Run says so otherwise.
+func WithMapTo(target string, fn MapFunc) WatchOption {
+	return func(c *watchConfig) {
+		if target == "" || fn == nil {
+			c.err = fmt.Errorf("WithMapTo(%q): needs a target watch name and a map function", target)
+			return
+		}
+		c.mapTo, c.mapFn = target, fn
+	}
+}
+
+// IndexFunc returns the index values of an object, for WithIndex. Objects
+// that should not be indexed return none.
+type IndexFunc func(obj runtime.Object) ([]string, error)
+
+// WithIndex adds an index named name to the cache of this watch's kind: fn
+// computes the values each object is filed under, and query.List with
+// query.MatchingIndex(name, value) reads the objects with that value from
+// memory. Indexes belong to the informer, so every watch that shares it
+// sees them; two watches must not add different functions under one name.
+func WithIndex(name string, fn IndexFunc) WatchOption {
+	return func(c *watchConfig) {
+		if name == "" || fn == nil {
+			c.err = fmt.Errorf("WithIndex(%q): needs a name and a function", name)
+			return
+		}
+		if c.indexes == nil {
+			c.indexes = map[string]IndexFunc{}
+		}
+		c.indexes[name] = fn
 	}
 }
 

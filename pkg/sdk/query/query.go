@@ -33,9 +33,11 @@ import (
 type Option func(*options)
 
 type options struct {
-	live     bool
-	selector labels.Selector
-	err      error
+	live       bool
+	selector   labels.Selector
+	index      string
+	indexValue string
+	err        error
 }
 
 // Live forces a read from the API server even for a watched kind, for the
@@ -59,6 +61,22 @@ func WithLabelSelector(selector string) Option {
 // is an error with Get.
 func MatchingLabels(set map[string]string) Option {
 	return func(o *options) { o.selector = labels.SelectorFromSet(set) }
+}
+
+// MatchingIndex restricts List to the objects filed under value in the
+// cache index named name, which a watch of the kind adds with sdk.WithIndex
+// (for example "exporters that reference ConfigMap X"). Such a List is
+// answered from memory only: it fails when no running watch's cache of the
+// kind covers the namespace and carries the index, and with Live. It is an
+// error with Get.
+func MatchingIndex(name, value string) Option {
+	return func(o *options) {
+		if name == "" {
+			o.err = errors.New("query: MatchingIndex needs an index name")
+			return
+		}
+		o.index, o.indexValue = name, value
+	}
 }
 
 func collect(opts []Option) (options, error) {
@@ -121,8 +139,8 @@ func (r *Reader) Get(ctx context.Context, into runtime.Object, opts ...Option) e
 	if err != nil {
 		return err
 	}
-	if o.selector != nil {
-		return errors.New("query: label selectors apply to List, not Get")
+	if o.selector != nil || o.index != "" {
+		return errors.New("query: label selectors and indexes apply to List, not Get")
 	}
 	gvk, err := r.op.KindOf(into)
 	if err != nil {
@@ -210,6 +228,9 @@ func (r *Reader) List(ctx context.Context, namespace string, into runtime.Object
 	if selector == nil {
 		selector = labels.Everything()
 	}
+	if o.index != "" {
+		return r.listByIndex(gvk, namespace, selector, o, into)
+	}
 	if !o.live {
 		if idx, ok := r.op.CacheFor(gvk, namespace); ok {
 			return fillFromCache(idx, namespace, selector, into, gvk)
@@ -224,6 +245,38 @@ func (r *Reader) List(ctx context.Context, namespace string, into runtime.Object
 	}
 	into.GetObjectKind().SetGroupVersionKind(listGVK)
 	return nil
+}
+
+// listByIndex answers a List with MatchingIndex from the cache's index.
+func (r *Reader) listByIndex(gvk schema.GroupVersionKind, namespace string, selector labels.Selector, o options, into runtime.Object) error {
+	if o.live {
+		return fmt.Errorf("query: list %s: MatchingIndex reads the cache and cannot be Live", gvk.Kind)
+	}
+	idx, ok := r.op.CacheFor(gvk, namespace)
+	if ok {
+		_, ok = idx.GetIndexers()[o.index]
+	}
+	if !ok {
+		return fmt.Errorf("query: list %s by index %q: no running watch of the kind covers namespace %q with that index (add sdk.WithIndex to a watch, and read while Run leads)",
+			gvk.Kind, o.index, namespace)
+	}
+	objs, err := idx.ByIndex(o.index, o.indexValue)
+	if err != nil {
+		return fmt.Errorf("query: list %s by index %q: %w", gvk.Kind, o.index, err)
+	}
+	var cached []runtime.Object
+	for _, obj := range objs {
+		ro, ok := obj.(runtime.Object)
+		if !ok {
+			continue
+		}
+		a, err := meta.Accessor(ro)
+		if err != nil || (namespace != "" && a.GetNamespace() != namespace) || !selector.Matches(labels.Set(a.GetLabels())) {
+			continue
+		}
+		cached = append(cached, ro)
+	}
+	return fillItems(cached, into, gvk)
 }
 
 // fillFromCache copies the matching cached objects, sorted by key for
@@ -244,6 +297,12 @@ func fillFromCache(idx cache.Indexer, namespace string, selector labels.Selector
 	if err != nil {
 		return fmt.Errorf("query: list %s from cache: %w", gvk.Kind, err)
 	}
+	return fillItems(cached, into, gvk)
+}
+
+// fillItems copies cached objects, sorted by key, into the list's own item
+// type.
+func fillItems(cached []runtime.Object, into runtime.Object, gvk schema.GroupVersionKind) error {
 	sort.Slice(cached, func(i, j int) bool { return keyOf(cached[i]) < keyOf(cached[j]) })
 	items := make([]runtime.Object, 0, len(cached))
 	for _, c := range cached {
