@@ -261,18 +261,7 @@ func loseLeadership(t *testing.T, m electionMode, ns string) time.Time {
 	start := time.Now()
 	ctx := testContext(t)
 	if m.lock == leaseName {
-		leases := env.Clientset().CoordinationV1().Leases(ns)
-		go func() {
-			for ctx.Err() == nil {
-				if lease, err := leases.Get(ctx, leaseName, metav1.GetOptions{}); err == nil {
-					intruder := "intruder"
-					now := metav1.NewMicroTime(time.Now())
-					lease.Spec.HolderIdentity, lease.Spec.RenewTime = &intruder, &now
-					_, _ = leases.Update(ctx, lease, metav1.UpdateOptions{})
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}()
+		stealLease(t, ns)
 		return start
 	}
 	if err := env.Clientset().CoreV1().ConfigMaps(ns).Delete(ctx, lockName, metav1.DeleteOptions{}); err != nil {

@@ -1,7 +1,6 @@
 package leader_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -83,26 +82,7 @@ func TestLeaseLossEndsLeadContextAndRemovesOwnLabel(t *testing.T) {
 	eventually(t, 30*time.Second, "op-a labelled", onlyLabelled(t, ns, "op-a"))
 
 	// Someone else takes the lease over behind op-a's back, as after a network partition: op-a's renewals now fail.
-	leases := env.Clientset().CoordinationV1().Leases(ns)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			lease, err := leases.Get(context.Background(), leaseName, metav1.GetOptions{})
-			if err == nil {
-				intruder := "intruder"
-				lease.Spec.HolderIdentity = &intruder
-				now := metav1.NewMicroTime(time.Now())
-				lease.Spec.RenewTime = &now
-				_, _ = leases.Update(context.Background(), lease, metav1.UpdateOptions{})
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
+	stealLease(t, ns)
 
 	select {
 	case <-a.leadCtx.Done():
@@ -111,4 +91,26 @@ func TestLeaseLossEndsLeadContextAndRemovesOwnLabel(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "op-a's label is removed", func() bool { return len(labelledPods(t, ns)) == 0 })
 	eventually(t, 10*time.Second, "status drops to 0", func() bool { return masterStatus(t, reg, leaseName) == 0 })
+}
+
+// stealLease makes an intruder take the lease in ns over, again and again until the test ends, as after a network
+// partition: the holder's renewals fail from now on.
+func stealLease(t *testing.T, ns string) {
+	t.Helper()
+	ctx := testContext(t)
+	leases := env.Clientset().CoordinationV1().Leases(ns)
+	go func() {
+		for ctx.Err() == nil {
+			if lease, err := leases.Get(ctx, leaseName, metav1.GetOptions{}); err == nil {
+				intruder := "intruder"
+				now := metav1.NewMicroTime(time.Now())
+				lease.Spec.HolderIdentity, lease.Spec.RenewTime = &intruder, &now
+				_, _ = leases.Update(ctx, lease, metav1.UpdateOptions{})
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
 }

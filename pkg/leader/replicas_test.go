@@ -283,20 +283,7 @@ func TestLeaseLossStopsTheOperatorWithErrLeadershipLost(t *testing.T) {
 	eventually(t, 30*time.Second, "op-a leads", func() bool {
 		return r.op.MetricsAddr() != "" && r.scrapedStatus(t, leaseName) == "1"
 	})
-	leases := env.Clientset().CoordinationV1().Leases(ns)
-	stealCtx, stopStealing := context.WithCancel(context.Background())
-	defer stopStealing()
-	go func() {
-		for stealCtx.Err() == nil {
-			if lease, err := leases.Get(stealCtx, leaseName, metav1.GetOptions{}); err == nil {
-				intruder := "intruder"
-				now := metav1.NewMicroTime(time.Now())
-				lease.Spec.HolderIdentity, lease.Spec.RenewTime = &intruder, &now
-				_, _ = leases.Update(stealCtx, lease, metav1.UpdateOptions{})
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
+	stealLease(t, ns)
 	select {
 	case <-r.done:
 	case <-time.After(30 * time.Second):

@@ -176,8 +176,10 @@ func TestCancelStopsEverythingAndGoroutinesReturnToBaseline(t *testing.T) {
 	})
 }
 
-func TestOwnerOfEnqueuesTheControllerOwner(t *testing.T) {
-	f := newFixture(t)
+// startOwnerOf runs ConfigMaps as owners and Secrets as their secondary
+// watch, and returns the owners' recorder.
+func startOwnerOf(t *testing.T, f *fixture) *recorder {
+	t.Helper()
 	rec := &recorder{}
 	if err := f.op.Watch("v1", "ConfigMap", f.ns, 0); err != nil {
 		t.Fatal(err)
@@ -187,6 +189,12 @@ func TestOwnerOfEnqueuesTheControllerOwner(t *testing.T) {
 	}
 	f.op.Handle(rec)
 	f.start(t)
+	return rec
+}
+
+func TestOwnerOfEnqueuesTheControllerOwner(t *testing.T) {
+	f := newFixture(t)
+	rec := startOwnerOf(t, f)
 	ctx := context.Background()
 	owner, err := f.env.Clientset().CoreV1().ConfigMaps(f.ns).Create(ctx, configMap(f.ns, "owner", nil), metav1.CreateOptions{})
 	if err != nil {
@@ -459,15 +467,7 @@ func TestElectorGatesHandlingAndLosingLeadershipEndsRun(t *testing.T) {
 // When the reference is removed, the last owner is woken.
 func TestOwnerOfWakesTheOldOwnerWhenTheReferenceMovesOrGoes(t *testing.T) {
 	f := newFixture(t)
-	rec := &recorder{}
-	if err := f.op.Watch("v1", "ConfigMap", f.ns, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.op.Watch("v1", "Secret", f.ns, 0, sdk.WithOwnerOf("v1", "ConfigMap")); err != nil {
-		t.Fatal(err)
-	}
-	f.op.Handle(rec)
-	f.start(t)
+	rec := startOwnerOf(t, f)
 	ctx := context.Background()
 	owners := map[string]*corev1.ConfigMap{}
 	for _, name := range []string{"a", "b"} {
