@@ -6,8 +6,8 @@
 //
 // The package-level functions use the Operator running the calling handler
 // (found through its context), else sdk.Default(); For gives a Reader on an
-// explicit Operator. Both take a context first and implement Interface,
-// which pkg/sdk/sdktest implements in memory for unit tests.
+// explicit Operator. Every call takes a context first. Reader implements
+// Interface, which pkg/sdk/sdktest implements in memory for unit tests.
 package query
 
 import (
