@@ -80,7 +80,7 @@ func ExampleHandlerFunc() {
 		}
 		cm := e.Object.(*corev1.ConfigMap)
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name + "-companion"}}
-		err := query.GetContext(ctx, secret)
+		err := query.Get(ctx, secret)
 		if err == nil {
 			return nil
 		}
@@ -88,7 +88,7 @@ func ExampleHandlerFunc() {
 			return err // retried with backoff
 		}
 		secret.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(cm, corev1.SchemeGroupVersion.WithKind("ConfigMap"))}
-		return action.Create(secret)
+		return action.Create(ctx, secret)
 	})
 	sdk.Handle(handler)
 }

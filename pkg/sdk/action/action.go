@@ -5,8 +5,11 @@
 // (a nil object, an object without kind, a kind the server does not serve)
 // returns a clear error; nothing panics.
 //
-// The package-level functions use sdk.Default(); For gives a Writer on an
-// explicit Operator.
+// The package-level functions write through the Operator running the
+// calling handler (found through its context), else sdk.Default(); For
+// gives a Writer on an explicit Operator. Every call takes a context first.
+// Writer implements Interface, which pkg/sdk/sdktest implements in memory
+// for unit tests.
 package action
 
 import (
@@ -115,7 +118,15 @@ type Writer struct{ op *sdk.Operator }
 // For returns a Writer on op.
 func For(op *sdk.Operator) *Writer { return &Writer{op: op} }
 
-func defaultWriter() (*Writer, error) {
+// writerFor returns a Writer on the Operator running the handler that ctx
+// belongs to (sdk.OperatorFrom), else on the Default Operator.
+func writerFor(ctx context.Context) (*Writer, error) {
+	if ctx == nil {
+		return nil, errors.New("action: nil context")
+	}
+	if op := sdk.OperatorFrom(ctx); op != nil {
+		return For(op), nil
+	}
 	op, err := sdk.Default()
 	if err != nil {
 		return nil, err
@@ -123,50 +134,56 @@ func defaultWriter() (*Writer, error) {
 	return For(op), nil
 }
 
-// Create creates obj with the Default Operator.
-func Create(obj runtime.Object, opts ...Option) error {
-	w, err := defaultWriter()
+// Create creates obj and writes the created object back into it. Like every
+// package-level function here, it writes through the Operator running the
+// handler that ctx belongs to, else through sdk.Default(), and ctx bounds
+// the request. Code that should be unit tested without an API server takes
+// an Interface instead.
+func Create(ctx context.Context, obj runtime.Object, opts ...Option) error {
+	w, err := writerFor(ctx)
 	if err != nil {
 		return err
 	}
-	return w.Create(context.Background(), obj, opts...)
+	return w.Create(ctx, obj, opts...)
 }
 
-// Update replaces obj with the Default Operator. obj's resourceVersion guards
-// against lost updates.
-func Update(obj runtime.Object, opts ...Option) error {
-	w, err := defaultWriter()
+// Update replaces obj and writes the stored object back into it. obj's
+// resourceVersion guards against lost updates: a stale one is a Conflict.
+func Update(ctx context.Context, obj runtime.Object, opts ...Option) error {
+	w, err := writerFor(ctx)
 	if err != nil {
 		return err
 	}
-	return w.Update(context.Background(), obj, opts...)
+	return w.Update(ctx, obj, opts...)
 }
 
-// UpdateStatus writes obj's status subresource with the Default Operator.
-func UpdateStatus(obj runtime.Object, opts ...Option) error {
-	w, err := defaultWriter()
+// UpdateStatus writes obj's status subresource and writes the stored object
+// back into it.
+func UpdateStatus(ctx context.Context, obj runtime.Object, opts ...Option) error {
+	w, err := writerFor(ctx)
 	if err != nil {
 		return err
 	}
-	return w.UpdateStatus(context.Background(), obj, opts...)
+	return w.UpdateStatus(ctx, obj, opts...)
 }
 
-// Patch patches obj with the Default Operator.
-func Patch(obj runtime.Object, pt PatchType, data []byte, opts ...Option) error {
-	w, err := defaultWriter()
+// Patch applies data of type pt to the object named by obj and writes the
+// patched object back into obj; see Writer.Patch.
+func Patch(ctx context.Context, obj runtime.Object, pt PatchType, data []byte, opts ...Option) error {
+	w, err := writerFor(ctx)
 	if err != nil {
 		return err
 	}
-	return w.Patch(context.Background(), obj, pt, data, opts...)
+	return w.Patch(ctx, obj, pt, data, opts...)
 }
 
-// Delete deletes obj with the Default Operator.
-func Delete(obj runtime.Object, opts ...Option) error {
-	w, err := defaultWriter()
+// Delete deletes the object named by obj; see Writer.Delete.
+func Delete(ctx context.Context, obj runtime.Object, opts ...Option) error {
+	w, err := writerFor(ctx)
 	if err != nil {
 		return err
 	}
-	return w.Delete(context.Background(), obj, opts...)
+	return w.Delete(ctx, obj, opts...)
 }
 
 // target is a resolved object: its kind, resource and client.

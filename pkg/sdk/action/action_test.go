@@ -240,17 +240,18 @@ func TestPackageFunctionsUseTheDefaultOperator(t *testing.T) {
 	sdk.SetDefault(f.op)
 	t.Cleanup(func() { sdk.SetDefault(nil) })
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "d"}, Data: map[string]string{"k": "v"}}
-	if err := action.Create(cm); err != nil {
+	ctx := context.Background()
+	if err := action.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
 	cm.Data["k"] = "w"
-	if err := action.Update(cm); err != nil {
+	if err := action.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	if err := action.Patch(cm, action.MergePatch, []byte(`{"data":{"k":"x"}}`)); err != nil || cm.Data["k"] != "x" {
+	if err := action.Patch(ctx, cm, action.MergePatch, []byte(`{"data":{"k":"x"}}`)); err != nil || cm.Data["k"] != "x" {
 		t.Fatalf("Patch = %v, data %v", err, cm.Data)
 	}
-	if err := action.Delete(cm); err != nil {
+	if err := action.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,10 +14,12 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/sdk/action"
 )
 
-// Creating an object; the reply (uid, resourceVersion, defaults) lands in it.
+// Creating an object in a handler, with the handler's context; the reply
+// (uid, resourceVersion, defaults) lands in it.
 func ExampleCreate() {
+	ctx := context.TODO() // in a handler: its ctx
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}, Data: map[string]string{"mode": "fast"}}
-	if err := action.Create(cm); err != nil {
+	if err := action.Create(ctx, cm); err != nil {
 		log.Fatal(err)
 	}
 	log.Println(cm.UID, cm.ResourceVersion)
@@ -25,13 +27,14 @@ func ExampleCreate() {
 
 // Server-side apply of the desired state, owned by this operator.
 func ExamplePatch() {
+	ctx := context.TODO() // in a handler: its ctx
 	desired := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}, Data: map[string]string{"mode": "safe"}}
-	if err := action.Patch(desired, action.ApplyPatch, nil, action.WithFieldManager("my-operator"), action.Force()); err != nil {
+	if err := action.Patch(ctx, desired, action.ApplyPatch, nil, action.WithFieldManager("my-operator"), action.Force()); err != nil {
 		log.Fatal(err)
 	}
 	// A merge patch names the object and carries only the change.
 	target := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
-	if err := action.Patch(target, action.MergePatch, []byte(`{"data":{"mode":"fast"}}`)); err != nil {
+	if err := action.Patch(ctx, target, action.MergePatch, []byte(`{"data":{"mode":"fast"}}`)); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -50,13 +53,14 @@ func ExampleWriter_Delete() {
 // configuration from k8s.io/client-go/applyconfigurations sends only what
 // was set. The reply lands in the typed object passed along.
 func ExamplePatch_applyConfiguration() {
+	ctx := context.TODO() // in a handler: its ctx
 	desired := corev1ac.ConfigMap("settings", "default").WithData(map[string]string{"mode": "safe"})
 	data, err := json.Marshal(desired)
 	if err != nil {
 		log.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
-	if err := action.Patch(cm, action.ApplyPatch, data, action.WithFieldManager("my-operator")); err != nil {
+	if err := action.Patch(ctx, cm, action.ApplyPatch, data, action.WithFieldManager("my-operator")); err != nil {
 		log.Fatal(err)
 	}
 	log.Println(cm.Data)
@@ -65,12 +69,13 @@ func ExamplePatch_applyConfiguration() {
 // A partial unstructured object applied with nil data sends, and claims,
 // only the fields it holds.
 func ExamplePatch_partialUnstructured() {
+	ctx := context.TODO() // in a handler: its ctx
 	desired := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"mode": "safe"}}}
 	desired.SetAPIVersion("v1")
 	desired.SetKind("ConfigMap")
 	desired.SetNamespace("default")
 	desired.SetName("settings")
-	if err := action.Patch(desired, action.ApplyPatch, nil, action.WithFieldManager("my-operator")); err != nil {
+	if err := action.Patch(ctx, desired, action.ApplyPatch, nil, action.WithFieldManager("my-operator")); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -12,10 +12,12 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
 
-// Reading one object: name and namespace go in the object itself.
+// Reading one object in a handler: name and namespace go in the object
+// itself, and the handler's context goes first.
 func ExampleGet() {
+	ctx := context.TODO() // in a handler: its ctx
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
-	if err := query.Get(cm); err != nil {
+	if err := query.Get(ctx, cm); err != nil {
 		log.Fatal(err)
 	}
 	log.Println(cm.Data["mode"])
@@ -23,14 +25,15 @@ func ExampleGet() {
 
 // Listing by label, typed or unstructured.
 func ExampleList() {
+	ctx := context.TODO() // in a handler: its ctx
 	var pods corev1.PodList
-	if err := query.List("default", &pods, query.WithLabelSelector("app=web")); err != nil {
+	if err := query.List(ctx, "default", &pods, query.WithLabelSelector("app=web")); err != nil {
 		log.Fatal(err)
 	}
 	widgets := &unstructured.UnstructuredList{}
 	widgets.SetAPIVersion("example.dev/v1")
 	widgets.SetKind("WidgetList")
-	if err := query.List("default", widgets, query.MatchingLabels(map[string]string{"tier": "gold"})); err != nil {
+	if err := query.List(ctx, "default", widgets, query.MatchingLabels(map[string]string{"tier": "gold"})); err != nil {
 		log.Fatal(err)
 	}
 	log.Println(len(pods.Items), len(widgets.Items))

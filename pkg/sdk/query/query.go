@@ -4,8 +4,10 @@
 // Live, goes to the API server. Every object returned is the caller's own
 // copy, safe to mutate.
 //
-// The package-level functions use sdk.Default(); For gives a Reader on an
-// explicit Operator.
+// The package-level functions use the Operator running the calling handler
+// (found through its context), else sdk.Default(); For gives a Reader on an
+// explicit Operator. Every call takes a context first. Reader implements
+// Interface, which pkg/sdk/sdktest implements in memory for unit tests.
 package query
 
 import (
@@ -97,17 +99,17 @@ type Reader struct{ op *sdk.Operator }
 // For returns a Reader on op.
 func For(op *sdk.Operator) *Reader { return &Reader{op: op} }
 
-// Get fills into with the object named by into's namespace and name, using
-// the Default Operator. into is a typed object (kind from the scheme) or an
-// *unstructured.Unstructured with apiVersion and kind set. A missing object
-// gives an error for which apierrors.IsNotFound is true.
-func Get(into runtime.Object, opts ...Option) error {
-	return GetContext(context.Background(), into, opts...)
-}
-
-// GetContext is Get with a context.
-func GetContext(ctx context.Context, into runtime.Object, opts ...Option) error {
-	op, err := sdk.Default()
+// Get fills into with the object named by into's namespace and name. into
+// is a typed object (kind from the scheme) or an *unstructured.Unstructured
+// with apiVersion and kind set. A missing object gives an error for which
+// apierrors.IsNotFound is true. ctx bounds the read when it goes to the API
+// server.
+//
+// Get reads through the Operator running the handler that ctx belongs to
+// (sdk.OperatorFrom), else through sdk.Default(). Code that should be unit
+// tested without an API server takes an Interface instead.
+func Get(ctx context.Context, into runtime.Object, opts ...Option) error {
+	op, err := operatorFor(ctx)
 	if err != nil {
 		return err
 	}
@@ -116,18 +118,41 @@ func GetContext(ctx context.Context, into runtime.Object, opts ...Option) error 
 
 // List fills into, a typed list (for example *corev1.PodList) or an
 // *unstructured.UnstructuredList with apiVersion and kind ("PodList") set,
-// with the objects in namespace ("" for all), using the Default Operator.
-func List(namespace string, into runtime.Object, opts ...Option) error {
-	return ListContext(context.Background(), namespace, into, opts...)
-}
-
-// ListContext is List with a context.
-func ListContext(ctx context.Context, namespace string, into runtime.Object, opts ...Option) error {
-	op, err := sdk.Default()
+// with the objects in namespace ("" for all). Like Get, it reads through
+// the Operator running the handler that ctx belongs to, else through
+// sdk.Default().
+func List(ctx context.Context, namespace string, into runtime.Object, opts ...Option) error {
+	op, err := operatorFor(ctx)
 	if err != nil {
 		return err
 	}
 	return For(op).List(ctx, namespace, into, opts...)
+}
+
+// GetContext is Get.
+//
+// Deprecated: Get takes a context now; call Get.
+func GetContext(ctx context.Context, into runtime.Object, opts ...Option) error {
+	return Get(ctx, into, opts...)
+}
+
+// ListContext is List.
+//
+// Deprecated: List takes a context now; call List.
+func ListContext(ctx context.Context, namespace string, into runtime.Object, opts ...Option) error {
+	return List(ctx, namespace, into, opts...)
+}
+
+// operatorFor returns the Operator of the handling ctx belongs to, else the
+// Default Operator.
+func operatorFor(ctx context.Context) (*sdk.Operator, error) {
+	if ctx == nil {
+		return nil, errors.New("query: nil context")
+	}
+	if op := sdk.OperatorFrom(ctx); op != nil {
+		return op, nil
+	}
+	return sdk.Default()
 }
 
 // Get is the package-level Get on r's Operator.

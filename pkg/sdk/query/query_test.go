@@ -343,11 +343,11 @@ func TestPackageFunctionsUseTheDefaultOperator(t *testing.T) {
 	f.createCM(t, "via-default", nil)
 	f.waitCached(t, "via-default")
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "via-default"}}
-	if err := query.Get(cm); err != nil || cm.Data["name"] != "via-default" {
+	if err := query.Get(context.Background(), cm); err != nil || cm.Data["name"] != "via-default" {
 		t.Fatalf("query.Get = %v, %v", err, cm.Data)
 	}
 	var list corev1.ConfigMapList
-	if err := query.List(f.ns, &list); err != nil || len(list.Items) != 1 {
+	if err := query.List(context.Background(), f.ns, &list); err != nil || len(list.Items) != 1 {
 		t.Fatalf("query.List = %v, %d items", err, len(list.Items))
 	}
 }
