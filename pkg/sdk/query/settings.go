@@ -10,6 +10,9 @@ type Settings struct {
 	Live bool
 	// Selector restricts List; nil means every object.
 	Selector labels.Selector
+	// Index and IndexValue restrict List to the objects a cache index
+	// (sdk.WithIndex) files under IndexValue; Index "" means no index.
+	Index, IndexValue string
 }
 
 // SettingsOf applies opts in order and returns the result, or the error of
@@ -19,5 +22,5 @@ func SettingsOf(opts ...Option) (Settings, error) {
 	if err != nil {
 		return Settings{}, err
 	}
-	return Settings{Live: o.live, Selector: o.selector}, nil
+	return Settings{Live: o.live, Selector: o.selector, Index: o.index, IndexValue: o.indexValue}, nil
 }

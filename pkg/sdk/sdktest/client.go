@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/handlerkit/handlerkit/pkg/sdk"
 	"github.com/handlerkit/handlerkit/pkg/sdk/action"
 	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
@@ -23,6 +24,8 @@ type Client struct {
 	scheme        *runtime.Scheme
 	mapper        meta.RESTMapper
 	clusterScoped map[schema.GroupKind]bool
+
+	indexes map[schema.GroupKind]map[string]sdk.IndexFunc
 
 	mu       sync.Mutex
 	revision int64
@@ -41,6 +44,7 @@ var (
 type Option func(*config)
 
 type config struct {
+	indexes       map[schema.GroupKind]map[string]sdk.IndexFunc
 	scheme        *runtime.Scheme
 	mapper        meta.RESTMapper
 	clusterScoped []schema.GroupKind
@@ -72,6 +76,22 @@ func WithClusterScoped(kinds ...schema.GroupKind) Option {
 // kind m does not know is then an error, as on an Operator.
 func WithRESTMapper(m meta.RESTMapper) Option { return func(c *config) { c.mapper = m } }
 
+// WithIndex registers the index name on objects of kind gk, as
+// sdk.WithIndex does on a watch's cache, so that List with
+// query.MatchingIndex(name, value) works in memory. fn gets the typed object
+// when the scheme knows the kind, else the unstructured one.
+func WithIndex(gk schema.GroupKind, name string, fn sdk.IndexFunc) Option {
+	return func(c *config) {
+		if c.indexes == nil {
+			c.indexes = map[schema.GroupKind]map[string]sdk.IndexFunc{}
+		}
+		if c.indexes[gk] == nil {
+			c.indexes[gk] = map[string]sdk.IndexFunc{}
+		}
+		c.indexes[gk][name] = fn
+	}
+}
+
 // NewClient returns an empty Client, or one holding WithObjects' objects.
 func NewClient(opts ...Option) (*Client, error) {
 	cfg := config{scheme: clientgoscheme.Scheme}
@@ -84,6 +104,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("sdktest: nil scheme")
 	}
 	c := &Client{
+		indexes:       cfg.indexes,
 		scheme:        cfg.scheme,
 		mapper:        cfg.mapper,
 		clusterScoped: map[schema.GroupKind]bool{},

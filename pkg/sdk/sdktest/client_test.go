@@ -322,3 +322,50 @@ func TestLiveReadsTheSameStore(t *testing.T) {
 		t.Fatalf("live Get = %v, %v", err, cm.Data)
 	}
 }
+
+// An index registered with WithIndex answers query.MatchingIndex as a
+// watch's cache index does; an unknown index is an error, not an empty list.
+func TestMatchingIndexUsesTheRegisteredIndex(t *testing.T) {
+	bySecret := func(obj runtime.Object) ([]string, error) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok {
+			return nil, errors.New("not a typed ConfigMap")
+		}
+		if s := cm.Data["secret"]; s != "" {
+			return []string{s}, nil
+		}
+		return nil, nil
+	}
+	c := newClient(t,
+		sdktest.WithIndex(schema.GroupKind{Kind: "ConfigMap"}, "secret", bySecret),
+		sdktest.WithObjects(
+			configMap("ns", "a", map[string]string{"tier": "1"}, map[string]string{"secret": "db"}),
+			configMap("ns", "b", nil, map[string]string{"secret": "cache"}),
+			configMap("ns", "c", map[string]string{"tier": "2"}, map[string]string{"secret": "db"}),
+			configMap("other", "d", nil, map[string]string{"secret": "db"}),
+		))
+	ctx := context.Background()
+	var list corev1.ConfigMapList
+	if err := c.List(ctx, "ns", &list, query.MatchingIndex("secret", "db")); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, cm := range list.Items {
+		got = append(got, cm.Name)
+	}
+	if strings.Join(got, ",") != "a,c" {
+		t.Fatalf("List by index secret=db in ns = %v, want a,c", got)
+	}
+	if err := c.List(ctx, "ns", &list, query.MatchingIndex("secret", "db"), query.MatchingLabels(map[string]string{"tier": "2"})); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "c" {
+		t.Fatalf("List by index and label = %v, want c", list.Items)
+	}
+	if err := c.List(ctx, "ns", &list, query.MatchingIndex("missing", "db")); err == nil || !strings.Contains(err.Error(), "WithIndex") {
+		t.Errorf("List by an unregistered index = %v, want an error naming WithIndex", err)
+	}
+	if err := c.Get(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}, query.MatchingIndex("secret", "db")); err == nil {
+		t.Error("Get with MatchingIndex: no error")
+	}
+}

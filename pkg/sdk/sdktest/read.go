@@ -3,6 +3,7 @@ package sdktest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -10,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/handlerkit/handlerkit/pkg/sdk"
 	"github.com/handlerkit/handlerkit/pkg/sdk/internal/convert"
 	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
@@ -26,7 +29,7 @@ func (c *Client) Get(ctx context.Context, into runtime.Object, opts ...query.Opt
 	if err != nil {
 		return err
 	}
-	if s.Selector != nil {
+	if s.Selector != nil || s.Index != "" {
 		return errSelectorOnGet
 	}
 	t, err := c.resolve("get", into, true)
@@ -62,6 +65,12 @@ func (c *Client) List(ctx context.Context, namespace string, into runtime.Object
 	if err != nil {
 		return err
 	}
+	var index sdk.IndexFunc
+	if s.Index != "" {
+		if index = c.indexes[t.gvk.GroupKind()][s.Index]; index == nil {
+			return fmt.Errorf("sdktest: list %s by index %q: no such index (register it with sdktest.WithIndex)", t.gvk.Kind, s.Index)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var items []*unstructured.Unstructured
@@ -71,6 +80,15 @@ func (c *Client) List(ctx context.Context, namespace string, into runtime.Object
 		}
 		if !selector.Matches(labels.Set(u.GetLabels())) {
 			continue
+		}
+		if index != nil {
+			ok, err := c.filedUnder(index, t.gvk, u, s.IndexValue)
+			if err != nil {
+				return fmt.Errorf("sdktest: list %s by index %q: %w", t.gvk.Kind, s.Index, err)
+			}
+			if !ok {
+				continue
+			}
 		}
 		items = append(items, u)
 	}
@@ -100,4 +118,25 @@ func live(ctx context.Context) error {
 		return fmt.Errorf("sdktest: nil context")
 	}
 	return ctx.Err()
+}
+
+// filedUnder reports whether index files u, as its typed form when the
+// scheme knows gvk, under value.
+func (c *Client) filedUnder(index sdk.IndexFunc, gvk schema.GroupVersionKind, u *unstructured.Unstructured, value string) (bool, error) {
+	var obj runtime.Object = u.DeepCopy()
+	if c.scheme.Recognizes(gvk) {
+		typed, err := c.scheme.New(gvk)
+		if err != nil {
+			return false, err
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+			return false, err
+		}
+		obj = typed
+	}
+	values, err := index(obj)
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(values, value), nil
 }
