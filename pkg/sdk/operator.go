@@ -41,6 +41,7 @@ type Operator struct {
 	hmetrics   *handlerMetrics
 	qmetrics   *queueMetrics
 	handlings  atomic.Uint64
+	events     *eventRecorder
 
 	mu      sync.Mutex
 	handler Handler
@@ -78,6 +79,7 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		retry:           retryPolicy{base: DefaultBaseDelay, max: DefaultMaxDelay, qps: DefaultQPS, burst: DefaultBurst},
 		discoveryMin:    time.Second,
 		discoveryMax:    time.Minute,
+		eventSource:     defaultEventSource(),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -101,6 +103,8 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		return nil, fmt.Errorf("sdk: negative max retries %d", c.maxRetries)
 	case c.discoveryMin <= 0 || c.discoveryMax < c.discoveryMin:
 		return nil, fmt.Errorf("sdk: invalid discovery backoff %s..%s", c.discoveryMin, c.discoveryMax)
+	case c.eventSource == "":
+		return nil, errors.New("sdk: empty event source")
 	}
 	if err := c.clientLimit.validate(); err != nil {
 		return nil, err
@@ -139,6 +143,9 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		return nil, fmt.Errorf("sdk: register workqueue metrics: %w", err)
 	}
 	registerClientMetrics(c.registerer, c.log)
+	if !c.noKlogRouting {
+		routeKlog(c.log)
+	}
 	cached := memory.NewMemCacheClient(disco)
 	return &Operator{
 		cfg:        c,
@@ -150,6 +157,7 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		discovery:  cached,
 		hmetrics:   hm,
 		qmetrics:   qm,
+		events:     newEventRecorder(c.scheme, c.eventSource, clientset.CoreV1(), c.log),
 	}, nil
 }
 
