@@ -64,7 +64,9 @@ const (
 )
 
 // New returns an Operator for the cluster cfg points at. It contacts nothing
-// yet: discovery and informers start in Run.
+// yet: discovery and informers start in Run. Unless WithoutKlogRouting is
+// given, it routes klog, the process-wide logger of client-go, into the
+// Operator's logger.
 func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 	if cfg == nil {
 		return nil, errors.New("sdk: nil rest.Config")
