@@ -19,4 +19,8 @@
 // writes through package action. Metrics are registered in a
 // prometheus.Registerer and served with /healthz and /readyz by package
 // metrics.
+//
+// Handlers record Kubernetes Events with EventRecorderFrom(ctx), and a
+// handler for one kind can take its Go type through TypedHandler. What
+// client-go logs through klog goes to the Operator's logger.
 package sdk

@@ -45,6 +45,7 @@ type Operator struct {
 	qmetrics   *queueMetrics
 	handlings  atomic.Uint64
 	informers  atomic.Pointer[informerSet] // the running term's; nil when none runs
+	events     *eventRecorder
 
 	mu      sync.Mutex
 	handler Handler
@@ -67,7 +68,9 @@ const (
 )
 
 // New returns an Operator for the cluster cfg points at. It contacts nothing
-// yet: discovery and informers start in Run.
+// yet: discovery and informers start in Run. Unless WithoutKlogRouting is
+// given, it routes klog, the process-wide logger of client-go, into the
+// Operator's logger.
 func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 	if cfg == nil {
 		return nil, errors.New("sdk: nil rest.Config")
@@ -82,6 +85,7 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		retry:           retryPolicy{base: DefaultBaseDelay, max: DefaultMaxDelay, qps: DefaultQPS, burst: DefaultBurst},
 		discoveryMin:    time.Second,
 		discoveryMax:    time.Minute,
+		eventSource:     defaultEventSource(),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -105,6 +109,8 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		return nil, fmt.Errorf("sdk: negative max retries %d", c.maxRetries)
 	case c.discoveryMin <= 0 || c.discoveryMax < c.discoveryMin:
 		return nil, fmt.Errorf("sdk: invalid discovery backoff %s..%s", c.discoveryMin, c.discoveryMax)
+	case c.eventSource == "":
+		return nil, errors.New("sdk: empty event source")
 	}
 	if err := c.clientLimit.validate(); err != nil {
 		return nil, err
@@ -143,6 +149,9 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		return nil, fmt.Errorf("sdk: register workqueue metrics: %w", err)
 	}
 	registerClientMetrics(c.registerer, c.log)
+	if !c.noKlogRouting {
+		routeKlog(c.log)
+	}
 	cached := memory.NewMemCacheClient(disco)
 	return &Operator{
 		cfg:        c,
@@ -154,6 +163,7 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 		discovery:  cached,
 		hmetrics:   hm,
 		qmetrics:   qm,
+		events:     newEventRecorder(c.scheme, c.eventSource, clientset.CoreV1(), c.log),
 	}, nil
 }
 

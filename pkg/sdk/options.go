@@ -91,6 +91,8 @@ type config struct {
 	discoveryMin    time.Duration
 	discoveryMax    time.Duration
 	clientLimit     *clientRateLimit
+	eventSource     string
+	noKlogRouting   bool
 }
 
 // WithScheme sets the scheme that decides which kinds are delivered as typed

@@ -51,6 +51,8 @@ func (o *Operator) Run(ctx context.Context) error {
 	}
 	// Deferred first, so it runs last: probes answer until the very end.
 	defer stopServer()
+	// Events recorded until the handlers have returned are still written.
+	defer o.events.start()()
 
 	leadCtx := ctx
 	if e := o.cfg.elector; e != nil {
