@@ -19,6 +19,9 @@
 // with hack/build-controlplane.sh (minutes, once per machine); otherwise Start
 // fails with a message that names `make controlplane`.
 //
+// WriteKubeconfig and KubeconfigFile write a kubeconfig for the admin
+// identity, for tools and for code that reads $KUBECONFIG.
+//
 // With HANDLERKIT_TEST_KUBECONFIG set, Start starts nothing and uses the
 // cluster that kubeconfig points at; credentials for other users are then
 // made by impersonation.

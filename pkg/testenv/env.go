@@ -39,6 +39,9 @@ type Environment struct {
 
 	clientset kubernetes.Interface
 
+	kubeconfigMu   sync.Mutex
+	kubeconfigPath string // written by KubeconfigFile; the given file for an existing cluster
+
 	stopOnce sync.Once
 	stopErr  error
 }
