@@ -77,11 +77,11 @@ func writeKubeconfig(env *Environment, file, user string, groups ...string) erro
 func (n *node) startControllers(ctx context.Context, env *Environment) error {
 	logs := filepath.Join(env.dir, "logs")
 	certs := filepath.Join(n.dir, "certs")
-	kcmBin, err := Binary("kube-controller-manager")
+	kcmBin, err := Binary(ctx, "kube-controller-manager")
 	if err != nil {
 		return err
 	}
-	schedBin, err := Binary("kube-scheduler")
+	schedBin, err := Binary(ctx, "kube-scheduler")
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ maxPods: 110
 }
 
 func (n *node) startKubelet(ctx context.Context, env *Environment) error {
-	bin, err := Binary("kubelet")
+	bin, err := Binary(ctx, "kubelet")
 	if err != nil {
 		return err
 	}
