@@ -73,7 +73,7 @@ func SkipOrFail(t testing.TB, err error) {
 	if maySkip(err, os.Getenv("CI")) {
 		t.Skipf("skipping (CI unset): %v", err)
 	}
-	t.Fatalf("testenv: %v", err)
+	t.Fatal(err) // Start's errors name testenv already
 }
 
 // maySkip says whether a test may skip on err given the CI variable: only

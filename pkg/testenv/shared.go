@@ -42,12 +42,12 @@ func (s *Shared) Get(t testing.TB) *Environment {
 		s.env, s.err = Start(context.Background(), s.Options...)
 		if s.err == nil && s.Setup != nil {
 			if err := s.Setup(context.Background(), s.env); err != nil {
-				s.err = fmt.Errorf("setting up the shared environment: %w", err)
+				s.err = fmt.Errorf("testenv: setting up the shared environment: %w", err)
 			}
 		}
 	})
 	if s.err != nil {
-		t.Fatalf("testenv: %v", s.err)
+		t.Fatal(s.err) // Start's errors name testenv already
 	}
 	return s.env
 }
