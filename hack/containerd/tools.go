@@ -1,7 +1,8 @@
 //go:build tools
 
-// Package containerd pins the containerd binaries that hack/build-node.sh
-// builds: the daemon, its runc shim and the ctr client used to import images.
+// Package containerd pins the containerd binaries pkg/testenv builds for
+// cluster mode (see pkg/testenv/build.go and cmd/testenv-build): the daemon,
+// its runc shim and the ctr client used to import images.
 package containerd
 
 import (

@@ -1,7 +1,8 @@
 //go:build tools
 
-// Package tools pins the binaries that hack/build-controlplane.sh and
-// hack/build-node.sh build.
+// Package tools pins the Kubernetes binaries pkg/testenv builds (see
+// pkg/testenv/build.go and cmd/testenv-build), so that go mod tidy keeps
+// their dependencies in go.mod and go.sum.
 package tools
 
 import (

@@ -13,7 +13,7 @@ import (
 )
 
 // ContainerdVersion is the containerd release cluster mode runs; it must
-// match hack/containerd/go.mod.
+// match hack/containerd/go.mod (a test checks).
 const ContainerdVersion = "v2.2.9"
 
 // EnvContainerdDir names the environment variable that overrides where the
@@ -26,18 +26,7 @@ func ContainerdDir() string {
 	if dir := os.Getenv(EnvContainerdDir); dir != "" {
 		return dir
 	}
-	return filepath.Join(filepath.Dir(filepath.Dir(BinDir())), "containerd", ContainerdVersion)
-}
-
-// containerdBinary returns the path of a containerd binary, building all of
-// them with hack/build-node.sh when one is missing.
-func containerdBinary(name string) (string, error) {
-	return findOrBuild(buildRecipe{
-		dir: ContainerdDir(), name: name,
-		script: "build-node.sh", makeTarget: "node",
-		env:     []string{EnvContainerdDir + "=" + ContainerdDir(), EnvBinDir + "=" + BinDir()},
-		missing: fmt.Sprintf("point %s at a directory holding containerd %s", EnvContainerdDir, ContainerdVersion),
-	})
+	return filepath.Join(cacheBase(), "containerd", ContainerdVersion)
 }
 
 // containerdConfig is containerd 2.x's configuration (version 3) with every
@@ -107,14 +96,14 @@ disabled_plugins = [
 }
 
 func (n *node) startContainerd(ctx context.Context, logs string) error {
-	bin, err := containerdBinary("containerd")
+	bin, err := Binary(ctx, "containerd")
 	if err != nil {
 		return err
 	}
-	if _, err := containerdBinary("containerd-shim-runc-v2"); err != nil {
+	if _, err := Binary(ctx, "containerd-shim-runc-v2"); err != nil {
 		return err
 	}
-	if n.ctrBin, err = containerdBinary("ctr"); err != nil {
+	if n.ctrBin, err = Binary(ctx, "ctr"); err != nil {
 		return err
 	}
 	runc, err := runcPath()

@@ -15,9 +15,13 @@
 //
 // Binaries are looked up in $HANDLERKIT_BIN_DIR, then in
 // ${XDG_CACHE_HOME:-$HOME/.cache}/handlerkit/controlplane/v1.36.3. When they
-// are missing and the code runs inside a handlerkit checkout, they are built
-// with hack/build-controlplane.sh (minutes, once per machine); otherwise Start
-// fails with a message that names `make controlplane`.
+// are missing, Start builds them from the Go module proxy with the go command
+// (minutes, once per machine; see EnsureBinaries), from any module that
+// imports this package: the pinned versions, replace lines and version
+// ldflags are embedded here. cmd/testenv-build does the same ahead of time.
+//
+// WriteKubeconfig and KubeconfigFile write a kubeconfig for the admin
+// identity, for tools and for code that reads $KUBECONFIG.
 //
 // With HANDLERKIT_TEST_KUBECONFIG set, Start starts nothing and uses the
 // cluster that kubeconfig points at; credentials for other users are then

@@ -39,6 +39,9 @@ type Environment struct {
 
 	clientset kubernetes.Interface
 
+	kubeconfigMu   sync.Mutex
+	kubeconfigPath string // written by KubeconfigFile; the given file for an existing cluster
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -97,6 +100,10 @@ func Start(ctx context.Context, opts ...Option) (*Environment, error) {
 		o.startTimeout = defaultNodeStartTimeout
 	}
 	removeStaleDirs()
+	// Before the start timeout begins: the first build takes minutes.
+	if err := EnsureBinaries(ctx, ControlPlaneBinaries()...); err != nil {
+		return nil, err
+	}
 	if o.node.enabled {
 		if err := prepareNode(ctx); err != nil {
 			return nil, err
@@ -121,11 +128,11 @@ func startLocal(ctx context.Context, o options) (_ *Environment, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.startTimeout)
 	defer cancel()
 
-	apiserverBin, err := Binary("kube-apiserver")
+	apiserverBin, err := Binary(ctx, "kube-apiserver")
 	if err != nil {
 		return nil, err
 	}
-	etcdBin, err := Binary("etcd")
+	etcdBin, err := Binary(ctx, "etcd")
 	if err != nil {
 		return nil, err
 	}

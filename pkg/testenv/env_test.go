@@ -355,6 +355,18 @@ func TestExistingClusterFromKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got, err := existing.KubeconfigFile(); err != nil || got != path {
+		t.Errorf("KubeconfigFile of an existing cluster: %q, %v; want the given %q", got, err, path)
+	}
+	written := filepath.Join(t.TempDir(), "written")
+	if err := existing.WriteKubeconfig(written); err != nil {
+		t.Fatal(err)
+	}
+	writtenCfg, err := clientcmd.BuildConfigFromFlags("", written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listsNamespace(t, writtenCfg, ns)
 	// Users are impersonated on an existing cluster, and RBAC still applies.
 	userCfg, err := existing.ConfigForUser("bob")
 	if err != nil {

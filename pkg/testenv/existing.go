@@ -21,5 +21,5 @@ func startExisting(path string) (*Environment, error) {
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
 		return nil, fmt.Errorf("testenv: the cluster in %s=%s does not answer: %w", EnvKubeconfig, path, err)
 	}
-	return &Environment{config: cfg, clientset: cs, existing: true}, nil
+	return &Environment{config: cfg, clientset: cs, existing: true, kubeconfigPath: path}, nil
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // pauseRef is the sandbox image containerd runs for every pod.
@@ -57,12 +57,14 @@ func writeKubeconfig(env *Environment, file, user string, groups ...string) erro
 	if err != nil {
 		return err
 	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["testenv"] = &clientcmdapi.Cluster{Server: env.config.Host, CertificateAuthorityData: env.ca.certPEM}
-	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: pair.certPEM, ClientKeyData: pair.keyPEM}
-	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "user"}
-	cfg.CurrentContext = "testenv"
-	if err := clientcmd.WriteToFile(*cfg, file); err != nil {
+	data, err := clientcmd.Write(kubeconfigFor(&rest.Config{
+		Host:            env.config.Host,
+		TLSClientConfig: rest.TLSClientConfig{CAData: env.ca.certPEM, CertData: pair.certPEM, KeyData: pair.keyPEM},
+	}))
+	if err == nil {
+		err = writePrivateFile(file, data)
+	}
+	if err != nil {
 		return fmt.Errorf("testenv: writing kubeconfig for %s: %w", user, err)
 	}
 	return nil
@@ -75,11 +77,11 @@ func writeKubeconfig(env *Environment, file, user string, groups ...string) erro
 func (n *node) startControllers(ctx context.Context, env *Environment) error {
 	logs := filepath.Join(env.dir, "logs")
 	certs := filepath.Join(n.dir, "certs")
-	kcmBin, err := Binary("kube-controller-manager")
+	kcmBin, err := Binary(ctx, "kube-controller-manager")
 	if err != nil {
 		return err
 	}
-	schedBin, err := Binary("kube-scheduler")
+	schedBin, err := Binary(ctx, "kube-scheduler")
 	if err != nil {
 		return err
 	}
@@ -186,7 +188,7 @@ maxPods: 110
 }
 
 func (n *node) startKubelet(ctx context.Context, env *Environment) error {
-	bin, err := Binary("kubelet")
+	bin, err := Binary(ctx, "kubelet")
 	if err != nil {
 		return err
 	}

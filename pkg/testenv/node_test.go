@@ -230,17 +230,6 @@ func TestStopLeavesNoProcessMountNetnsLinkOrCgroup(t *testing.T) {
 	}
 }
 
-func TestContainerdVersionMatchesTheBuildModule(t *testing.T) {
-	data, err := os.ReadFile("../../hack/containerd/go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "github.com/containerd/containerd/v2 " + testenv.ContainerdVersion
-	if !strings.Contains(string(data), want) {
-		t.Fatalf("hack/containerd/go.mod does not require %q; update testenv.ContainerdVersion with it", want)
-	}
-}
-
 func TestLoadImageArchiveNeedsClusterMode(t *testing.T) {
 	env := sharedEnv(t)
 	if err := env.LoadImageArchive(t.Context(), "/nonexistent.tar"); err == nil ||

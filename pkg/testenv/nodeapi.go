@@ -48,15 +48,8 @@ func prepareNode(ctx context.Context) error {
 	if err := preflight(); err != nil {
 		return err
 	}
-	for _, name := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kubelet"} {
-		if _, err := Binary(name); err != nil {
-			return err
-		}
-	}
-	for _, name := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
-		if _, err := containerdBinary(name); err != nil {
-			return err
-		}
+	if err := EnsureBinaries(ctx, NodeBinaries()...); err != nil {
+		return err
 	}
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()

@@ -43,7 +43,7 @@ func (s *Shared) Get(t testing.TB) *Environment {
 		s.env, s.err = Start(context.Background(), s.Options...)
 		if s.err == nil && s.Setup != nil {
 			if err := s.Setup(context.Background(), s.env); err != nil {
-				s.err = fmt.Errorf("setting up the shared environment: %w", err)
+				s.err = fmt.Errorf("testenv: setting up the shared environment: %w", err)
 			}
 		}
 	})

@@ -1,0 +1,76 @@
+// Command testenv-build builds the binaries pkg/testenv runs (kube-apiserver
+// and etcd; with -node also kube-controller-manager, kube-scheduler, kubelet
+// and containerd with its runc shim and ctr) from the Go module proxy into
+// the user cache, where testenv looks them up. testenv builds missing
+// binaries on first use by itself; this command does it ahead of time, for
+// example in a CI image, with exactly the recipe testenv uses.
+//
+// Usage, in a module that requires github.com/handlerkit/handlerkit (so the
+// versions match the testenv your tests import):
+//
+//	go run github.com/handlerkit/handlerkit/cmd/testenv-build [-node] [-force] [binary...]
+//
+// With binary names it builds those; -force rebuilds cached binaries.
+// $HANDLERKIT_BIN_DIR and $HANDLERKIT_CONTAINERD_DIR override the cache
+// directories, as they do for testenv.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/handlerkit/handlerkit/pkg/testenv"
+)
+
+func main() {
+	node := flag.Bool("node", false, "also build the cluster-mode binaries (kubelet, controller-manager, scheduler, containerd)")
+	force := flag.Bool("force", false, "rebuild binaries that are already cached")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: testenv-build [-node] [-force] [binary...]\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, binaries(*node, flag.Args()), *force); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// binaries returns the names given on the command line, else the control
+// plane's, and the node's too with -node.
+func binaries(node bool, args []string) []string {
+	if len(args) > 0 {
+		return args
+	}
+	names := testenv.ControlPlaneBinaries()
+	if node {
+		names = append(names, testenv.NodeBinaries()...)
+	}
+	return names
+}
+
+// run builds the binaries and prints where each one is.
+func run(ctx context.Context, names []string, force bool) error {
+	build := testenv.EnsureBinaries
+	if force {
+		build = testenv.RebuildBinaries
+	}
+	if err := build(ctx, names...); err != nil {
+		return err
+	}
+	for _, name := range names {
+		path, err := testenv.Binary(ctx, name)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s\t%s\n", name, filepath.Clean(path))
+	}
+	return nil
+}
