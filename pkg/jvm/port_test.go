@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,7 +74,11 @@ func holdPort(t *testing.T, pid int, kind holdKind, addr string, port int) {
 		if err != nil {
 			return err
 		}
-		closers = append(closers, func() { unix.Close(fd) })
+		// Closed at most once: closing a descriptor number twice can close one
+		// that a parallel test has opened meanwhile.
+		var closeOnce sync.Once
+		closeFd := func() { closeOnce.Do(func() { unix.Close(fd) }) }
+		closers = append(closers, closeFd)
 		if kind == holdEstablishedReuse || kind == holdBoundReuse || kind == holdListening {
 			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 				return err
@@ -107,7 +112,7 @@ func holdPort(t *testing.T, pid int, kind holdKind, addr string, port int) {
 			if err != nil {
 				return err
 			}
-			unix.Close(fd)
+			closeFd()
 			c.Close()
 		}
 		return nil
