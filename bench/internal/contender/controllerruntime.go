@@ -114,6 +114,7 @@ func (r crRealistic) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if status, changed := workload.DesiredStatus(pje, cm); changed {
 		pje.Status = status
 		if err := r.client.Status().Update(ctx, pje); err != nil {
+			r.rec.Failed()
 			return reconcile.Result{}, err
 		}
 	}

@@ -119,6 +119,7 @@ func (h handlerkitRealistic) Handle(ctx context.Context, e sdk.Event) error {
 	if status, changed := workload.DesiredStatus(pje, cm); changed {
 		pje.Status = status
 		if err := h.write.UpdateStatus(ctx, pje); err != nil {
+			h.rec.Failed()
 			return err
 		}
 	}

@@ -193,6 +193,7 @@ func (h handwrittenRealistic) sync(ctx context.Context, key string) error {
 		pje := cached.DeepCopy() // never mutate the cache
 		pje.Status = status
 		if _, err := h.client.JmxV1alpha1().PrometheusJmxExporters(ns).UpdateStatus(ctx, pje, metav1.UpdateOptions{}); err != nil {
+			h.rec.Failed()
 			return err
 		}
 	}

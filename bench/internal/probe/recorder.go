@@ -29,6 +29,7 @@ type Recorder struct {
 	stamp     []atomic.Int64 // newest update stamp seen, per object
 	reached   [MaxGeneration + 1]atomic.Int64
 	calls     atomic.Int64
+	failures  atomic.Int64
 	first     atomic.Bool
 	onFirst   func(time.Time)
 	onReached func(gen int64, at time.Time)
@@ -103,6 +104,12 @@ func (r *Recorder) crossed(old, now int64) {
 		}
 	}
 }
+
+// Failed records that a handler call returned an error (to be retried).
+func (r *Recorder) Failed() { r.failures.Add(1) }
+
+// Failures is the number of failed handler calls so far.
+func (r *Recorder) Failures() int64 { return r.failures.Load() }
 
 // Calls is the number of handler calls so far.
 func (r *Recorder) Calls() int64 { return r.calls.Load() }

@@ -18,6 +18,7 @@ var units = map[string]struct {
 	suite.FigCreateLag:     {"ms", 1000},
 	suite.FigUpdateLag:     {"ms", 1000},
 	suite.FigRequests:      {"requests", 1},
+	suite.FigFailures:      {"failures", 1},
 	suite.FigSteadyPerCall: {"requests/call", 1},
 	suite.FigLatencyP50:    {"ms", 1000},
 	suite.FigLatencyP99:    {"ms", 1000},
@@ -25,6 +26,7 @@ var units = map[string]struct {
 	suite.FigStartFirst:    {"s", 1},
 	suite.FigStartAll:      {"s", 1},
 	suite.FigHeap:          {"B", 1},
+	suite.FigHeapLive:      {"B", 1},
 	suite.FigRSS:           {"B", 1},
 	suite.FigPeakRSS:       {"B", 1},
 }

@@ -87,10 +87,13 @@ func apiLoad(b *strings.Builder, t table, cfg suite.Config) {
 			line = append(line, cell(spreadOf(t.valuesOrZero(key{suite.ScenarioRealistic, suite.FigRequests, class, row})), 0))
 		}
 		total := t.sumOverClasses(suite.ScenarioRealistic, suite.FigRequests, row, classes)
-		line = append(line, cell(spreadOf(total), 0), cell(spreadOf(scaled(total, 1/float64(2*cfg.Objects))), 2))
+		line = append(line, cell(spreadOf(total), 0), cell(spreadOf(scaled(total, 1/float64(2*cfg.Objects))), 2),
+			cell(spreadOf(t.values(key{suite.ScenarioRealistic, suite.FigFailures, "", row})), 0))
 		out = append(out, line)
 	}
-	markdownTable(b, []string{"Contender", "Workers", "LIST", "WATCH", "GET (live reads)", "writes", "discovery", "total", "per event"}, out)
+	markdownTable(b, []string{"Contender", "Workers", "LIST", "WATCH", "GET (live reads)", "writes", "discovery", "total", "per event", "failed writes"}, out)
+	b.WriteString("Counted by a round-tripper on each contender's rest.Config. `failed writes` are status updates refused " +
+		"with a conflict (the cached object was older than the stored one) and retried.\n\n")
 }
 
 func steady(b *strings.Builder, t table, cfg suite.Config) {
@@ -146,7 +149,7 @@ func memory(b *strings.Builder, t table, cfg suite.Config) {
 	var out [][]string
 	for _, row := range rows {
 		line := []string{cacheLabel(row)}
-		for _, fig := range []string{suite.FigHeap, suite.FigRSS} {
+		for _, fig := range []string{suite.FigHeap, suite.FigHeapLive, suite.FigRSS} {
 			k := key{suite.ScenarioMemory, fig, "", row}
 			ratio := "reference"
 			if row.Contender != contender.RawWatch {
@@ -157,7 +160,10 @@ func memory(b *strings.Builder, t table, cfg suite.Config) {
 		line = append(line, cell(spreadOf(scaled(t.values(key{suite.ScenarioMemory, suite.FigPeakRSS, "", row}), mib)), 1))
 		out = append(out, line)
 	}
-	markdownTable(b, []string{"Contender (cache)", "heap in use", "× best", "RSS", "× best", "peak RSS"}, out)
+	markdownTable(b, []string{"Contender (cache)", "heap in use", "× best", "live heap", "× best", "RSS", "× best", "peak RSS"}, out)
+	b.WriteString("Read after the contender handled every Pod, a full GC and returning free memory to the OS: " +
+		"`heap in use` is runtime.MemStats.HeapInuse (spans holding objects, fragmentation included), `live heap` is HeapAlloc, " +
+		"`RSS` is VmRSS and `peak RSS` VmHWM (usually reached while the initial list is decoded).\n\n")
 }
 
 func workers(r suite.Row) string {

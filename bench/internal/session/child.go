@@ -64,12 +64,12 @@ func runChild(raw string, in io.Reader, out io.Writer) error {
 			}
 		})
 	go serveCommands(in, cancel, func(name string) {
-		w.send(Message{Type: MsgMark, At: time.Now().UnixNano(), Name: name, Calls: rec.Calls(), Requests: requests.Snapshot()})
+		w.send(Message{Type: MsgMark, At: time.Now().UnixNano(), Name: name, Calls: rec.Calls(), Failures: rec.Failures(), Requests: requests.Snapshot()})
 	})
 
 	w.send(Message{Type: MsgStarted, At: time.Now().UnixNano()})
 	runErr := contender.Run(ctx, cfg, spec.Spec, rec)
-	final := Message{Type: MsgFinal, At: time.Now().UnixNano(), Calls: rec.Calls(), Requests: requests.Snapshot()}
+	final := Message{Type: MsgFinal, At: time.Now().UnixNano(), Calls: rec.Calls(), Failures: rec.Failures(), Requests: requests.Snapshot()}
 	for _, d := range rec.Samples() {
 		final.LatencyNs = append(final.LatencyNs, d.Nanoseconds())
 	}

@@ -46,6 +46,7 @@ type Message struct {
 	Gen      int64            `json:"gen,omitempty"`
 	Name     string           `json:"name,omitempty"`
 	Calls    int64            `json:"calls,omitempty"`
+	Failures int64            `json:"failures,omitempty"`
 	Requests map[string]int64 `json:"requests,omitempty"`
 	Memory   *probe.Memory    `json:"memory,omitempty"`
 	// LatencyNs holds the latency samples (see probe.Recorder.Called).

@@ -13,13 +13,15 @@ const (
 	FigCreateLag     = "create-lag"      // seconds from the last create acknowledged to every object handled
 	FigUpdateLag     = "update-lag"      // seconds from the last update acknowledged to every object handled
 	FigRequests      = "requests"        // requests in a realistic churn session, by class (Class)
+	FigFailures      = "failures"        // failed status writes (conflicts) in a realistic churn session
 	FigSteadyPerCall = "steady-per-call" // requests per handler call in steady state, by class
 	FigLatencyP50    = "latency-p50"     // seconds from an update being sent to the handler call
 	FigLatencyP99    = "latency-p99"     // seconds
 	FigLatencyRate   = "latency-rate"    // updates/s actually sent
 	FigStartFirst    = "startup-first"   // seconds from the contender's start to its first handler call
 	FigStartAll      = "startup-all"     // seconds from the contender's start to every object handled
-	FigHeap          = "heap"            // bytes in use in the heap after sync
+	FigHeap          = "heap"            // bytes of heap spans in use after sync (runtime.MemStats.HeapInuse)
+	FigHeapLive      = "heap-live"       // bytes of live heap objects after sync (HeapAlloc)
 	FigRSS           = "rss"             // bytes resident after sync
 	FigPeakRSS       = "peak-rss"        // highest bytes resident
 )

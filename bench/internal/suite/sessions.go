@@ -133,6 +133,7 @@ func (r *runner) churn(ctx context.Context, scenario string, run int, row Row) e
 		for class, count := range final.Requests {
 			res.addClass(scenario, FigRequests, class, row, run, float64(count))
 		}
+		res.add(scenario, FigFailures, row, run, float64(final.Failures))
 	}
 	return r.writer.DeleteExporters(ctx, ns)
 }
@@ -216,6 +217,7 @@ func (r *runner) memory(ctx context.Context, run int, row Row) error {
 		return fmt.Errorf("memory: %s", m.Error)
 	}
 	r.results.add(ScenarioMemory, FigHeap, row, run, float64(m.Memory.HeapInuse))
+	r.results.add(ScenarioMemory, FigHeapLive, row, run, float64(m.Memory.HeapAlloc))
 	r.results.add(ScenarioMemory, FigRSS, row, run, float64(m.Memory.RSS))
 	r.results.add(ScenarioMemory, FigPeakRSS, row, run, float64(m.Memory.PeakRSS))
 	return nil
