@@ -5,6 +5,8 @@ PKGS      ?= ./...
 # -race where it fits: every package runs under the race detector.
 TESTFLAGS ?= -race -count=1 -timeout 40m
 BIN       ?= bin
+# Flags for the side-by-side benchmark (bench/), e.g. BENCHFLAGS='-runs 1 -objects 2000'.
+BENCHFLAGS ?=
 
 .DEFAULT_GOAL := help
 
@@ -40,12 +42,22 @@ images: prereqs ## Build the test and demo images (pause, echo, jmx agent, JVM, 
 	$(GO) run ./hack/images
 
 .PHONY: test
-test: prereqs controlplane node images ## Unit, integration and cluster-mode tests against a real cluster.
+test: prereqs controlplane node images ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	# bench/ is a module of its own, which ./... does not enter.
+	cd bench && $(GO) test $(TESTFLAGS) ./...
 
 .PHONY: bench
-bench: controlplane ## Run the benchmarks.
+bench: bench-packages bench-table ## Run every benchmark: the packages' Go benchmarks, then the side-by-side table.
+
+.PHONY: bench-packages
+bench-packages: controlplane ## The packages' Go benchmarks (go test -bench).
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $(PKGS)
+
+.PHONY: bench-table
+bench-table: controlplane ## handlerkit vs controller-runtime vs a client-go loop vs a raw watch: a markdown table (docs/performance.md).
+	@mkdir -p $(BIN)
+	cd bench && $(GO) run . -json ../$(BIN)/bench-results.json -benchfmt ../$(BIN)/bench.txt $(BENCHFLAGS)
 
 .PHONY: codegen
 codegen: ## Regenerate clientsets, listers, informers, deepcopy and CRD manifests.

@@ -1,0 +1,123 @@
+package contender
+
+import (
+	"context"
+
+	"fmt"
+	"os"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/handlerkit/handlerkit/bench/internal/probe"
+	"github.com/handlerkit/handlerkit/bench/internal/workload"
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+)
+
+// runControllerRuntime runs a manager with its default cache (full objects,
+// managedFields kept, deep copies on read, protobuf for built-in kinds) and
+// one controller. Only what would bind ports or need a lease is off:
+// metrics, health probes and leader election. The cache is restricted to
+// the benchmark's namespace, as every other contender's watch is.
+func runControllerRuntime(ctx context.Context, cfg *rest.Config, spec Spec, rec *probe.Recorder) error {
+	logger := logr.Discard()
+	if verbose() {
+		logger = funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 1})
+	}
+	log.SetLogger(logger)
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	mgr, err := manager.New(cfg, manager.Options{
+		Scheme:                 scheme,
+		Logger:                 logger,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{spec.Namespace: {}}},
+	})
+	if err != nil {
+		return err
+	}
+	newObject := func() client.Object { return &jmxv1alpha1.PrometheusJmxExporter{} }
+	if spec.Kind == KindPods {
+		newObject = func() client.Object { return &corev1.Pod{} }
+	}
+	var r reconcile.Reconciler = crNoop{client: mgr.GetClient(), newObject: newObject, rec: rec}
+	if spec.Handler == HandlerRealistic {
+		r = crRealistic{client: mgr.GetClient(), rec: rec}
+	}
+	err = builder.ControllerManagedBy(mgr).
+		Named("bench").
+		For(newObject()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: spec.Workers, SkipNameValidation: ptr.To(true)}).
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// crNoop reads the object the request names from the cache, as every
+// Reconciler starts, and records it.
+type crNoop struct {
+	client    client.Client
+	newObject func() client.Object
+	rec       *probe.Recorder
+}
+
+func (r crNoop) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := r.newObject()
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.rec.Called(obj.GetName(), probe.Stamp(obj.GetAnnotations()))
+	r.rec.Handled(obj.GetName(), obj.GetGeneration())
+	return reconcile.Result{}, nil
+}
+
+// crRealistic is the realistic handler written as a Reconciler.
+type crRealistic struct {
+	client client.Client
+	rec    *probe.Recorder
+}
+
+func (r crRealistic) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pje := &jmxv1alpha1.PrometheusJmxExporter{}
+	if err := r.client.Get(ctx, req.NamespacedName, pje); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.rec.Called(pje.Name, probe.Stamp(pje.Annotations))
+	var cm *corev1.ConfigMap
+	if name := workload.ConfigMapNameOf(pje); name != "" {
+		cm = &corev1.ConfigMap{}
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: pje.Namespace, Name: name}, cm); apierrors.IsNotFound(err) {
+			cm = nil
+		} else if err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if status, changed := workload.DesiredStatus(pje, cm); changed {
+		pje.Status = status
+		if err := r.client.Status().Update(ctx, pje); err != nil {
+			r.rec.Failed()
+			return reconcile.Result{}, err
+		}
+	}
+	r.rec.Handled(pje.Name, pje.Generation)
+	return reconcile.Result{}, nil
+}
