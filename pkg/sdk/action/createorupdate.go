@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/handlerkit/handlerkit/pkg/sdk/internal/convert"
 	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
 
@@ -87,16 +86,9 @@ func CreateOrPatch(ctx context.Context, r query.Interface, w Interface, obj runt
 // changed it, calls write with the state that was read.
 func createOr(ctx context.Context, verb string, r query.Interface, w Interface, obj runtime.Object, mutate func() error, opts []Option,
 	write func(w Interface, existing runtime.Object) (OperationResult, error)) (OperationResult, error) {
-	r, err := orReader(ctx, r)
+	r, w, err := readWriteTarget(ctx, verb, r, w, obj)
 	if err != nil {
 		return "", err
-	}
-	w, err = orWriter(ctx, w)
-	if err != nil {
-		return "", err
-	}
-	if convert.IsNil(obj) {
-		return "", fmt.Errorf("action: %s: %w", verb, convert.ErrNilObject)
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/handlerkit/handlerkit/pkg/sdk/internal/convert"
 	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
 
@@ -30,16 +29,9 @@ import (
 // status from obj each time rather than apply a delta once. It must not
 // change the name or namespace. The kind must have a status subresource.
 func UpdateStatusWithRetry(ctx context.Context, r query.Interface, w Interface, obj runtime.Object, mutate func() error, opts ...Option) (OperationResult, error) {
-	r, err := orReader(ctx, r)
+	r, w, err := readWriteTarget(ctx, "update status", r, w, obj)
 	if err != nil {
 		return "", err
-	}
-	w, err = orWriter(ctx, w)
-	if err != nil {
-		return "", err
-	}
-	if convert.IsNil(obj) {
-		return "", fmt.Errorf("action: update status: %w", convert.ErrNilObject)
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
