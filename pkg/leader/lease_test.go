@@ -12,11 +12,12 @@ import (
 
 const leaseName = "test-operator-lease"
 
-// Short lease timings keep the tests quick; production uses 15s/10s/2s.
+// Short lease timings keep the tests quick; production uses 15s/10s/2s. The renew deadline leaves room for a
+// loaded 2-core machine, where a renewal can take more than a second.
 const (
-	testLeaseDuration = 2 * time.Second
-	testRenewDeadline = 1500 * time.Millisecond
-	testRetryPeriod   = 200 * time.Millisecond
+	testLeaseDuration = 4 * time.Second
+	testRenewDeadline = 3 * time.Second
+	testRetryPeriod   = 300 * time.Millisecond
 )
 
 func newLease(t testing.TB, ns, pod string, reg *prometheus.Registry, opts ...leader.Option) *leader.Lease {
