@@ -89,3 +89,37 @@ func TestStartJVMInPrivateNamespacesGetsPidOne(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestJMXExporterJarIsTheRealAgent(t *testing.T) {
+	jar, err := JMXExporterJar(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSHA256(jar, JMXExporterSHA256); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.OpenReader(jar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	f, err := zr.Open("META-INF/MANIFEST.MF")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(f)
+	if !strings.Contains(string(b), "Agent-Class: "+JMXExporterAgentClass) {
+		t.Fatalf("manifest has no Agent-Class %s:\n%s", JMXExporterAgentClass, b)
+	}
+	// A corrupted cache entry is replaced, not trusted.
+	if err := os.WriteFile(jar, []byte("not a jar"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := JMXExporterJar(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSHA256(again, JMXExporterSHA256); err != nil {
+		t.Fatalf("corrupted jar not fetched again: %v", err)
+	}
+}
