@@ -59,4 +59,32 @@ const (
 
 	// ReasonAsExpected (Degraded=False): nothing has failed.
 	ReasonAsExpected = "AsExpected"
+	// ReasonSelectorConflict (Degraded=True): another, older exporter
+	// selects some of the same pods; the older one injects them and this one
+	// leaves them alone. The message names the other exporter and the pods.
+	ReasonSelectorConflict = "SelectorConflict"
+	// ReasonPortChangePending (Degraded=True): spec.port changed, and some
+	// agents still serve the old port until their containers restart
+	// (status.portPendingPods).
+	ReasonPortChangePending = "PortChangePending"
+	// ReasonInvalidSelector (ConfigValid=False): spec.selector does not
+	// convert to a label selector.
+	ReasonInvalidSelector = "InvalidSelector"
+)
+
+// Permanent injection failure reasons. They appear in Events, in the
+// operator's metrics and in the InjectionFailed message; the operator never
+// retries them on the same container start, because loading an agent twice,
+// or into a JVM that refuses it, can harm the JVM.
+const (
+	// ReasonAttachDisabled: the JVM runs with -XX:+DisableAttachMechanism.
+	ReasonAttachDisabled = "AttachDisabled"
+	// ReasonDynamicLoadingDisabled: the JVM runs with
+	// -XX:-EnableDynamicAgentLoading.
+	ReasonDynamicLoadingDisabled = "DynamicLoadingDisabled"
+	// ReasonPortInUse: something in the pod already uses the agent's port.
+	ReasonPortInUse = "PortInUse"
+	// ReasonAgentStartFailed: the JVM loaded the agent and the agent failed
+	// to start; a second load could kill the JVM, so it is never retried.
+	ReasonAgentStartFailed = "AgentStartFailed"
 )

@@ -51,6 +51,18 @@ type PrometheusJmxExporterSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Containers []string `json:"containers,omitempty"`
 
+	// JVMs restricts injection, within each selected container, to the JVMs
+	// whose main class or jar matches one of these shell patterns (Go's
+	// path.Match: *, ?, [a-z]). A jar matches by its path as the JVM was
+	// started with it or by its base name, so "orders-*.jar" and
+	// "com.example.Main" both work. When empty, every JVM is injected.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	JVMs []string `json:"jvms,omitempty"`
+
 	// Config points at the exporter's YAML configuration in a ConfigMap in
 	// the exporter's namespace. When absent, the built-in default applies
 	// (DefaultExporterConfig): every MBean attribute is exported, with
@@ -165,12 +177,20 @@ type PrometheusJmxExporterStatus struct {
 	// +patchMergeKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 
-	// MetricsEndpoints has one entry per JVM that has the agent loaded.
+	// MetricsEndpoints has one entry per JVM that has the agent loaded. The
+	// JVMs of one pod share its network namespace, so each has its own port.
 	// +optional
 	// +listType=map
 	// +listMapKey=pod
-	// +listMapKey=container
+	// +listMapKey=port
 	MetricsEndpoints []MetricsEndpoint `json:"metricsEndpoints,omitempty"`
+
+	// PortPendingPods lists the matched pods whose agents still serve an
+	// earlier spec.port. A loaded agent cannot move to another port: the new
+	// port applies when the container next starts (and is injected again).
+	// +optional
+	// +listType=set
+	PortPendingPods []string `json:"portPendingPods,omitempty"`
 
 	// MatchedPods counts the pods the selector matches.
 	// +optional
@@ -199,13 +219,27 @@ type MetricsEndpoint struct {
 	// +required
 	Container string `json:"container"`
 
+	// JVM is the JVM's main class or jar, as its command line names it.
+	// +optional
+	JVM string `json:"jvm,omitempty"`
+
+	// PID is the JVM's process id inside its container.
+	// +optional
+	PID int32 `json:"pid,omitempty"`
+
+	// JVMStartedAt is when the JVM process started.
+	// +optional
+	JVMStartedAt *metav1.Time `json:"jvmStartedAt,omitempty"`
+
 	// PodIP is the pod's IP address at injection time.
 	// +optional
 	PodIP string `json:"podIP,omitempty"`
 
 	// Port is the port the agent serves /metrics on.
-	// +optional
-	Port int32 `json:"port,omitempty"`
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
 
 	// ContainerID identifies the container instance (runtime://id). A new ID
 	// for the same container name means the container restarted and the
