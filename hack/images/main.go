@@ -7,10 +7,10 @@
 //
 // Usage: go run ./hack/images [-out dir] [-agent-jar file]
 //
-// Without -agent-jar the agent image carries jvmtest's test agent; a release
-// passes the real jmx_prometheus_javaagent jar. The agent image gets every
-// static binary in agent-binaries whose package exists in this checkout, so
-// the operator joins it once cmd/prometheus-jmx-exporter-operator exists.
+// Without -agent-jar the agent image carries the real jmx_prometheus_javaagent
+// 1.0.1, fetched with Maven and checked by SHA-256 (jvmtest.JMXExporterJar).
+// The agent image is also the operator's image: it holds jmx-attach, the
+// operator and the jar.
 package main
 
 import (
@@ -41,7 +41,7 @@ func run() error {
 		return err
 	}
 	out := flag.String("out", cache, "directory to write the image archives into")
-	agentJar := flag.String("agent-jar", "", "java agent jar for the agent image (default: jvmtest's test agent)")
+	agentJar := flag.String("agent-jar", "", "java agent jar for the agent image (default: the real jmx_prometheus_javaagent "+jvmtest.JMXExporterVersion+", fetched with mvn)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -76,7 +76,7 @@ func run() error {
 	}
 	jar := *agentJar
 	if jar == "" {
-		if jar, err = jvmtest.BuildTestAgent(filepath.Join(work, "agent")); err != nil {
+		if jar, err = jvmtest.JMXExporterJar(ctx); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,314 @@
+// Command prometheus-jmx-exporter-operator loads the Prometheus JMX exporter
+// java agent into the running JVMs of the pods that PrometheusJmxExporter
+// resources select, without restarting them, and annotates the pods so that
+// Prometheus scrapes them. See docs/operator.md.
+//
+// Every flag can also be set through the environment variable named in its
+// help (flags win). Run with --help for the list.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+	"github.com/handlerkit/handlerkit/pkg/leader"
+	"github.com/handlerkit/handlerkit/pkg/operator"
+	"github.com/handlerkit/handlerkit/pkg/sdk"
+)
+
+// config is the parsed command line.
+type config struct {
+	namespaces      string
+	kubeconfig      string
+	metricsAddr     string
+	election        string
+	lockName        string
+	logLevel        string
+	logFormat       string
+	defaultStrategy string
+	strategies      string
+	timeout         time.Duration
+	parallelism     int
+	jvmWait         time.Duration
+	agentImage      string
+	agentPath       string
+	attachHelper    string
+	pullPolicy      string
+	localHelper     string
+	localJar        string
+	gracefulTimeout time.Duration
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without os.Exit, for tests: 0 ok, 1 failed, 2 bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "prometheus-jmx-exporter-operator:", err)
+		return 2
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "prometheus-jmx-exporter-operator:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := operate(ctx, cfg, log); err != nil {
+		log.WithError(err).Error("operator stopped")
+		return 1
+	}
+	return 0
+}
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv(name), &n); err == nil {
+		return n
+	}
+	return def
+}
+
+func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("prometheus-jmx-exporter-operator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.namespaces, "namespaces", env("WATCH_NAMESPACE", ""),
+		"namespaces to watch: one, a comma-separated list, or empty for all (env WATCH_NAMESPACE)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", env("KUBECONFIG", ""),
+		"kubeconfig file; empty: the in-cluster configuration (env KUBECONFIG)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", env("METRICS_ADDR", sdk.DefaultMetricsAddr),
+		"address of /metrics, /healthz and /readyz, served on every replica; 0 disables (env METRICS_ADDR)")
+	fs.StringVar(&c.election, "leader-election", env("LEADER_ELECTION", "lease"),
+		"leader election: lease (fast takeover), for-life (a lock ConfigMap owned by the leader's pod), or none for a single replica (env LEADER_ELECTION)")
+	fs.StringVar(&c.lockName, "leader-lock", env("LEADER_LOCK", "prometheus-jmx-exporter-operator"),
+		"name of the Lease or lock ConfigMap in the operator's namespace (POD_NAMESPACE) (env LEADER_LOCK)")
+	fs.StringVar(&c.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
+	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "text"), "log format: text or json (env LOG_FORMAT)")
+	fs.StringVar(&c.defaultStrategy, "default-strategy", env("DEFAULT_STRATEGY", string(jmxv1alpha1.DefaultInjectionStrategy)),
+		"strategy for exporters stored without spec.injection.strategy (the CRD's schema default, EphemeralContainer, normally fills it in): EphemeralContainer or Exec (env DEFAULT_STRATEGY)")
+	fs.StringVar(&c.strategies, "strategies", env("STRATEGIES", "EphemeralContainer,Exec"),
+		"strategies this operator may use, comma-separated; grant RBAC only for these (env STRATEGIES)")
+	fs.DurationVar(&c.timeout, "injection-timeout", envDuration("INJECTION_TIMEOUT", operator.DefaultInjectionTimeout),
+		"time limit of one injection of one container (env INJECTION_TIMEOUT)")
+	fs.IntVar(&c.parallelism, "parallelism", envInt("PARALLELISM", operator.DefaultParallelism),
+		"pods injected at once (env PARALLELISM)")
+	fs.DurationVar(&c.jvmWait, "jvm-wait", envDuration("JVM_WAIT", operator.DefaultJVMWait),
+		"how long after a container starts a JVM may take to appear in it (env JVM_WAIT)")
+	fs.StringVar(&c.agentImage, "agent-image", env("AGENT_IMAGE", jmxv1alpha1.DefaultAgentImage),
+		"agent image of the EphemeralContainer strategy, for exporters that leave spec.agent.image empty (env AGENT_IMAGE)")
+	fs.StringVar(&c.agentPath, "agent-path", env("AGENT_PATH", jmxv1alpha1.DefaultAgentPath),
+		"agent jar's path in the agent image (env AGENT_PATH)")
+	fs.StringVar(&c.attachHelper, "attach-helper-path", env("ATTACH_HELPER_PATH", jmxv1alpha1.DefaultAttachHelperPath),
+		"jmx-attach's path in the agent image (env ATTACH_HELPER_PATH)")
+	fs.StringVar(&c.pullPolicy, "image-pull-policy", env("IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)),
+		"pull policy of the agent image: Always, IfNotPresent or Never (env IMAGE_PULL_POLICY)")
+	fs.StringVar(&c.localHelper, "local-attach-helper", env("LOCAL_ATTACH_HELPER", jmxv1alpha1.DefaultAttachHelperPath),
+		"the operator's own jmx-attach, which the Exec strategy streams into containers (env LOCAL_ATTACH_HELPER)")
+	fs.StringVar(&c.localJar, "local-agent-jar", env("LOCAL_AGENT_JAR", jmxv1alpha1.DefaultAgentPath),
+		"the operator's own agent jar, which the Exec strategy streams into containers (env LOCAL_AGENT_JAR)")
+	fs.DurationVar(&c.gracefulTimeout, "graceful-timeout", envDuration("GRACEFUL_TIMEOUT", 30*time.Second),
+		"how long handlers may run on after shutdown or a lost leadership (env GRACEFUL_TIMEOUT)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: prometheus-jmx-exporter-operator [flags]
+
+Loads the Prometheus JMX exporter java agent into the running JVMs of the pods
+that PrometheusJmxExporter resources (jmx.handlerkit.dev/v1alpha1) select, with
+no restart, annotates the pods for Prometheus (prometheus.io/scrape, port,
+path) and reports every endpoint in the exporter's status. Serves /metrics,
+/healthz and /readyz on every replica; with leader election only the leader
+acts. See docs/operator.md.
+
+Flags (each also from the environment variable in parentheses; flags win):
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	switch c.election {
+	case "lease", "for-life", "none":
+	default:
+		return c, fmt.Errorf("--leader-election %q: want lease, for-life or none", c.election)
+	}
+	switch c.logFormat {
+	case "text", "json":
+	default:
+		return c, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
+	}
+	if _, err := strategies(c.strategies); err != nil {
+		return c, err
+	}
+	if s := jmxv1alpha1.InjectionStrategy(c.defaultStrategy); s != jmxv1alpha1.InjectionExec && s != jmxv1alpha1.InjectionEphemeralContainer {
+		return c, fmt.Errorf("--default-strategy %q: want EphemeralContainer or Exec", c.defaultStrategy)
+	}
+	switch corev1.PullPolicy(c.pullPolicy) {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return c, fmt.Errorf("--image-pull-policy %q: want Always, IfNotPresent or Never", c.pullPolicy)
+	}
+	if c.timeout < 10*time.Second {
+		return c, fmt.Errorf("--injection-timeout %s: at least 10s", c.timeout)
+	}
+	if c.parallelism < 1 {
+		return c, fmt.Errorf("--parallelism %d: at least 1", c.parallelism)
+	}
+	return c, nil
+}
+
+// strategies parses --strategies into the enabled set.
+func strategies(list string) (map[jmxv1alpha1.InjectionStrategy]bool, error) {
+	out := map[jmxv1alpha1.InjectionStrategy]bool{}
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		switch jmxv1alpha1.InjectionStrategy(s) {
+		case jmxv1alpha1.InjectionExec, jmxv1alpha1.InjectionEphemeralContainer:
+			out[jmxv1alpha1.InjectionStrategy(s)] = true
+		case "":
+		default:
+			return nil, fmt.Errorf("--strategies: unknown strategy %q (want EphemeralContainer, Exec)", s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--strategies: enable at least one strategy")
+	}
+	return out, nil
+}
+
+func newLogger(c config, out io.Writer) (*logrus.Logger, error) {
+	l := logrus.New()
+	l.SetOutput(out)
+	lvl, err := logrus.ParseLevel(c.logLevel)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	l.SetLevel(lvl)
+	if c.logFormat == "json" {
+		l.SetFormatter(&logrus.JSONFormatter{})
+	} else {
+		l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	}
+	return l, nil
+}
+
+func restConfig(c config) (*rest.Config, error) {
+	if c.kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+	}
+	return cfg, nil
+}
+
+func operate(ctx context.Context, c config, log *logrus.Logger) error {
+	cfg, err := restConfig(c)
+	if err != nil {
+		return err
+	}
+	scheme, err := operator.Scheme()
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts := []sdk.Option{
+		sdk.WithScheme(scheme), sdk.WithRegisterer(reg), sdk.WithGatherer(reg),
+		sdk.WithMetricsAddr(c.metricsAddr), sdk.WithLogger(log),
+		sdk.WithEventSource("prometheus-jmx-exporter-operator"),
+		sdk.WithGracefulTimeout(c.gracefulTimeout),
+	}
+	lopts := []leader.Option{leader.WithRegisterer(reg), leader.WithLogger(log)}
+	switch c.election {
+	case "lease":
+		e, err := leader.NewLease(cfg, c.lockName, lopts...)
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
+		opts = append(opts, sdk.WithElector(e))
+	case "for-life":
+		e, err := leader.NewForLife(cfg, c.lockName, lopts...)
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
+		opts = append(opts, sdk.WithElector(e))
+	}
+	op, err := sdk.New(cfg, opts...)
+	if err != nil {
+		return err
+	}
+	enabled, _ := strategies(c.strategies)
+	var disabled []jmxv1alpha1.InjectionStrategy
+	for _, s := range []jmxv1alpha1.InjectionStrategy{jmxv1alpha1.InjectionEphemeralContainer, jmxv1alpha1.InjectionExec} {
+		if !enabled[s] {
+			disabled = append(disabled, s)
+		}
+	}
+	r, err := operator.Setup(op, operator.Options{
+		Namespaces:         c.namespaces,
+		DefaultStrategy:    jmxv1alpha1.InjectionStrategy(c.defaultStrategy),
+		DisabledStrategies: disabled,
+		AgentImage:         c.agentImage, AgentPath: c.agentPath, AttachHelperPath: c.attachHelper,
+		PullPolicy:        corev1.PullPolicy(c.pullPolicy),
+		LocalAttachHelper: c.localHelper, LocalAgentJar: c.localJar,
+		InjectionTimeout: c.timeout, Parallelism: c.parallelism, JVMWait: c.jvmWait,
+	})
+	if err != nil {
+		return err
+	}
+	log.WithFields(logrus.Fields{"namespaces": nsLabel(c.namespaces), "election": c.election,
+		"strategies": c.strategies, "default": c.defaultStrategy}).Info("prometheus-jmx-exporter-operator starting")
+	err = op.Run(ctx)
+	r.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func nsLabel(ns string) string {
+	if ns == "" {
+		return "(all)"
+	}
+	return ns
+}

@@ -1,0 +1,295 @@
+package inject
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
+)
+
+// DefaultMaxAttempts bounds the ephemeral containers one container start can
+// get for one purpose. Ephemeral containers cannot be removed from a pod, so
+// retries of transient failures must not pile up without end.
+const DefaultMaxAttempts = 5
+
+// imagePullGrace is how long an ephemeral container may wait for its image
+// before the attempt is given up as failed.
+const imagePullGrace = 2 * time.Minute
+
+// ErrTooManyAttempts is returned when a container start already has
+// MaxAttempts ephemeral containers for the same purpose.
+var ErrTooManyAttempts = errors.New("too many attempts for this container start")
+
+// EphemeralContainer is the Strategy that runs jmx-attach in an ephemeral
+// container targeting the JVM's container. It needs the operator to be
+// allowed to patch pods/ephemeralcontainers, and get, list and watch pods.
+type EphemeralContainer struct {
+	// Client talks to the API server.
+	Client kubernetes.Interface
+	// MaxAttempts bounds attempts per container start and purpose; 0 means
+	// DefaultMaxAttempts.
+	MaxAttempts int
+}
+
+// Name implements Strategy.
+func (s *EphemeralContainer) Name() string { return "EphemeralContainer" }
+
+// Inject implements Strategy.
+func (s *EphemeralContainer) Inject(ctx context.Context, t Target, r Request) (Outcome, error) {
+	args := append([]string{r.AttachHelperPath, "inject"}, injectArgs(r, true)...)
+	args = append(args, "--agent", r.AgentPath, "--config-env", ConfigEnv)
+	return s.run(ctx, t, r, InjectContainerPrefix(t.Container, t.ContainerID), args)
+}
+
+// Reconfigure implements Strategy.
+func (s *EphemeralContainer) Reconfigure(ctx context.Context, t Target, r Request) (Outcome, error) {
+	args := append([]string{r.AttachHelperPath, "reconfigure"}, reconfigureArgs(r, true)...)
+	args = append(args, "--config-env", ConfigEnv)
+	return s.run(ctx, t, r, ReconfigureContainerPrefix(t.Container, t.ContainerID, r.Config), args)
+}
+
+// InjectContainerPrefix is the name prefix of the ephemeral containers that
+// inject one container start: "jmx-" and 10 hex digits of a hash of the
+// container's name and ID. Attempt n is named prefix + n, so the name is
+// deterministic per container start, and an operator that restarts finds
+// the attempt its predecessor started instead of starting another.
+func InjectContainerPrefix(container, containerID string) string {
+	return "jmx-" + shortHash(container, containerID) + "-"
+}
+
+// ReconfigureContainerPrefix is the name prefix of the ephemeral containers
+// that give one container start one config: "jmx-cfg-", a hash of the
+// container, and a hash of the config.
+func ReconfigureContainerPrefix(container, containerID string, config []byte) string {
+	return "jmx-cfg-" + shortHash(container, containerID)[:8] + "-" + shortHash(string(config))[:8] + "-"
+}
+
+func shortHash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:10]
+}
+
+func (s *EphemeralContainer) maxAttempts() int {
+	if s.MaxAttempts > 0 {
+		return s.MaxAttempts
+	}
+	return DefaultMaxAttempts
+}
+
+// run finds the latest attempt with prefix: a running one is waited for; a
+// finished one (whose result an earlier run already took, or which a
+// restarted operator cannot trust to answer today's request) is followed by
+// a new attempt.
+func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefix string, command []string) (Outcome, error) {
+	if t.Pod == nil {
+		return Outcome{}, errors.New("inject: no pod")
+	}
+	pods := s.Client.CoreV1().Pods(t.Pod.Namespace)
+	var name string
+	for try := 0; name == ""; try++ {
+		pod, err := pods.Get(ctx, t.Pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return Outcome{}, fmt.Errorf("get pod %s: %w", t, err)
+		}
+		if err := sameContainerStart(pod, t); err != nil {
+			return Outcome{}, err
+		}
+		latest, n, running := latestAttempt(pod, prefix)
+		if running {
+			name = latest
+			break
+		}
+		if n >= s.maxAttempts() {
+			return Outcome{}, fmt.Errorf("%w (%d ephemeral containers %s*)", ErrTooManyAttempts, n, prefix)
+		}
+		next := prefix + strconv.Itoa(n+1)
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+				Name:                     next,
+				Image:                    r.Image,
+				ImagePullPolicy:          r.PullPolicy,
+				Command:                  command,
+				Env:                      []corev1.EnvVar{{Name: ConfigEnv, Value: string(r.Config)}},
+				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+				SecurityContext:          SecurityContext(t),
+			},
+			TargetContainerName: t.Container,
+		})
+		_, err = pods.UpdateEphemeralContainers(ctx, pod.Name, pod, metav1.UpdateOptions{FieldManager: "prometheus-jmx-exporter-operator"})
+		switch {
+		case err == nil:
+			name = next
+		case (apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "Duplicate value")) && try < 5:
+			// Someone (another replica, a restarted predecessor) changed the
+			// pod: look again.
+			continue
+		default:
+			return Outcome{}, fmt.Errorf("add ephemeral container %s to %s: %w", next, t, err)
+		}
+	}
+	status, err := waitTerminated(ctx, s.Client, t, name)
+	if err != nil {
+		return Outcome{}, err
+	}
+	o, err := parseOutcome([]byte(status.Message), int(status.ExitCode))
+	if err != nil {
+		return o, fmt.Errorf("ephemeral container %s in %s: %w", name, t, err)
+	}
+	return o, nil
+}
+
+// SecurityContext is the ephemeral container's security context: as small as
+// the job allows. When the JVM's user and group are known, jmx-attach runs as
+// that user with every capability dropped, which the restricted Pod Security
+// level admits. Otherwise it runs as root with the capabilities needed to
+// reach a process of another user (SYS_PTRACE for /proc/<pid>/root, SETUID
+// and SETGID to connect with the JVM's credentials, KILL for SIGQUIT,
+// DAC_OVERRIDE, CHOWN and FOWNER for the copies), which the baseline level
+// refuses too; the operator's docs say how to make the user known.
+func SecurityContext(t Target) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	if t.UID != nil && t.GID != nil {
+		sc.RunAsUser = ptr.To(*t.UID)
+		sc.RunAsGroup = ptr.To(*t.GID)
+		sc.RunAsNonRoot = ptr.To(*t.UID != 0)
+		return sc
+	}
+	sc.RunAsUser = ptr.To(int64(0))
+	sc.RunAsGroup = ptr.To(int64(0))
+	sc.RunAsNonRoot = ptr.To(false)
+	sc.Capabilities.Add = []corev1.Capability{"SYS_PTRACE", "SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "CHOWN", "FOWNER"}
+	return sc
+}
+
+// sameContainerStart says whether the pod is the target's pod and its
+// container still runs the target's instance.
+func sameContainerStart(pod *corev1.Pod, t Target) error {
+	if pod.UID != t.Pod.UID {
+		return fmt.Errorf("pod %s was replaced", t)
+	}
+	if pod.DeletionTimestamp != nil {
+		return fmt.Errorf("pod %s is being deleted", t)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == t.Container {
+			if cs.ContainerID != t.ContainerID || cs.State.Running == nil {
+				return fmt.Errorf("container %s restarted or stopped (now %q)", t, cs.ContainerID)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("container %s not found in the pod's status", t)
+}
+
+// latestAttempt returns the highest-numbered ephemeral container with prefix,
+// its number (0 when there is none) and whether it has not terminated yet.
+func latestAttempt(pod *corev1.Pod, prefix string) (name string, n int, running bool) {
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if !strings.HasPrefix(ec.Name, prefix) {
+			continue
+		}
+		k, err := strconv.Atoi(strings.TrimPrefix(ec.Name, prefix))
+		if err != nil || k <= n {
+			continue
+		}
+		name, n = ec.Name, k
+	}
+	if name == "" {
+		return "", 0, false
+	}
+	for _, st := range pod.Status.EphemeralContainerStatuses {
+		if st.Name == name {
+			return name, n, st.State.Terminated == nil
+		}
+	}
+	return name, n, true // added, not started yet
+}
+
+// waitTerminated watches the pod until the ephemeral container name has
+// terminated, and returns its terminated state.
+func waitTerminated(ctx context.Context, client kubernetes.Interface, t Target, name string) (*corev1.ContainerStateTerminated, error) {
+	pods := client.CoreV1().Pods(t.Pod.Namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", t.Pod.Name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return pods.Watch(ctx, o)
+		},
+	}
+	var done *corev1.ContainerStateTerminated
+	var waitingSince time.Time
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Deleted {
+			return false, fmt.Errorf("pod %s was deleted", t)
+		}
+		pod, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			return false, nil
+		}
+		if pod.UID != t.Pod.UID {
+			return false, fmt.Errorf("pod %s was replaced", t)
+		}
+		for _, st := range pod.Status.EphemeralContainerStatuses {
+			if st.Name != name {
+				continue
+			}
+			if st.State.Terminated != nil {
+				done = st.State.Terminated
+				return true, nil
+			}
+			if w := st.State.Waiting; w != nil && isImageProblem(w.Reason) {
+				if waitingSince.IsZero() {
+					waitingSince = time.Now()
+				}
+				if time.Since(waitingSince) > imagePullGrace || w.Reason == "InvalidImageName" {
+					return false, fmt.Errorf("ephemeral container %s in %s cannot start: %s: %s", name, t, w.Reason, w.Message)
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, watchtools.ErrWatchClosed) || ctx.Err() != nil {
+			return nil, fmt.Errorf("waiting for ephemeral container %s in %s: %w", name, t, err)
+		}
+		return nil, err
+	}
+	return done, nil
+}
+
+func isImageProblem(reason string) bool {
+	switch reason {
+	case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,155 @@
+package inject
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/utils/exec"
+)
+
+// The Exec strategy's two commands. They are constants: every value they
+// use arrives as a positional parameter ("$0", "$@") or on stdin, never as
+// part of the script, so nothing from a spec or a pod reaches a shell parser.
+const (
+	// stageScript writes stdin (jmx-attach) into a new private directory and
+	// prints the file's path.
+	stageScript = `umask 077 && d=$(mktemp -d) && cat > "$d/jmx-attach" && chmod 0700 "$d/jmx-attach" && printf '%s\n' "$d/jmx-attach"`
+	// runScript runs the staged jmx-attach ("$0") with its arguments ("$@"),
+	// stdin passed on, then removes it and its directory.
+	runScript = `"$0" "$@"; rc=$?; rm -f -- "$0"; rmdir -- "${0%/*}" 2>/dev/null; exit $rc`
+)
+
+// Exec is the Strategy that runs jmx-attach inside the JVM's own container
+// through the pods/exec API. It needs the operator to be allowed to create
+// pods/exec, and /bin/sh, mktemp, cat, chmod and a writable /tmp in the
+// target image.
+type Exec struct {
+	// Config is the operator's client configuration; Client its clientset.
+	Config *rest.Config
+	Client kubernetes.Interface
+	// AttachHelper and AgentJar are the operator's own copies of jmx-attach
+	// and the agent jar (in its image), streamed into the target.
+	AttachHelper, AgentJar string
+}
+
+// Name implements Strategy.
+func (s *Exec) Name() string { return "Exec" }
+
+// Inject implements Strategy.
+func (s *Exec) Inject(ctx context.Context, t Target, r Request) (Outcome, error) {
+	jar, err := os.ReadFile(s.AgentJar)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("read the agent jar: %w", err)
+	}
+	bundle, err := Bundle(jar, r.Config)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return s.run(ctx, t, append([]string{"inject"}, append(injectArgs(r, false), "--bundle-stdin")...), bundle)
+}
+
+// Reconfigure implements Strategy.
+func (s *Exec) Reconfigure(ctx context.Context, t Target, r Request) (Outcome, error) {
+	bundle, err := Bundle(nil, r.Config)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return s.run(ctx, t, append([]string{"reconfigure"}, append(reconfigureArgs(r, false), "--bundle-stdin")...), bundle)
+}
+
+func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (Outcome, error) {
+	helper, err := os.Open(s.AttachHelper)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("open jmx-attach: %w", err)
+	}
+	defer helper.Close()
+	var stdout, stderr bytes.Buffer
+	if err := s.exec(ctx, t, []string{"/bin/sh", "-c", stageScript}, helper, &stdout, &stderr); err != nil {
+		return Outcome{}, fmt.Errorf("copy jmx-attach into %s: %w: %s", t, err, truncate(stderr.String(), 300))
+	}
+	staged := strings.TrimSpace(stdout.String())
+	if !path.IsAbs(staged) || path.Clean(staged) != staged || strings.ContainsAny(staged, "\n\x00") || path.Base(staged) != "jmx-attach" {
+		return Outcome{}, fmt.Errorf("copy jmx-attach into %s: unexpected path %q", t, truncate(staged, 100))
+	}
+	stdout.Reset()
+	stderr.Reset()
+	cmd := append([]string{"/bin/sh", "-c", runScript, staged}, args...)
+	err = s.exec(ctx, t, cmd, bytes.NewReader(stdin), &stdout, &stderr)
+	code := 0
+	if err != nil {
+		var exitErr utilexec.ExitError
+		if !errors.As(err, &exitErr) {
+			return Outcome{}, fmt.Errorf("exec jmx-attach in %s: %w: %s", t, err, truncate(stderr.String(), 300))
+		}
+		code = exitErr.ExitStatus()
+	}
+	out := stdout.Bytes()
+	if code != 0 && len(bytes.TrimSpace(out)) == 0 {
+		out = stderr.Bytes()
+	}
+	return parseOutcome(out, code)
+}
+
+// exec runs command in the target container with stdin, over WebSocket and,
+// where the server does not offer it, SPDY.
+func (s *Exec) exec(ctx context.Context, t Target, command []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	req := s.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(t.Pod.Namespace).Name(t.Pod.Name).
+		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+		Container: t.Container, Command: command, Stdin: true, Stdout: true, Stderr: true,
+	}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(s.Config, http.MethodGet, req.URL().String())
+	if err != nil {
+		return err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(s.Config, http.MethodPost, req.URL())
+	if err != nil {
+		return err
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return err
+	}
+	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+}
+
+// Bundle is the tar stream `jmx-attach --bundle-stdin` reads: agent.jar
+// (omitted when jar is nil, for reconfigure) and config.yaml.
+func Bundle(jar, config []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(name string, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o444, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	if jar != nil {
+		if err := add("agent.jar", jar); err != nil {
+			return nil, fmt.Errorf("bundle: %w", err)
+		}
+	}
+	if err := add("config.yaml", config); err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,185 @@
+// Package inject loads the Prometheus JMX exporter java agent into the JVMs
+// of one running container, through the Kubernetes API, by running the
+// jmx-attach helper next to them. It is the operator's "action" for agents:
+// package operator decides what to inject, this package does it.
+//
+// Two strategies implement Strategy:
+//
+//   - EphemeralContainer adds an ephemeral container from the agent image that
+//     targets the JVM's container (it shares its PID namespace) and runs
+//     `jmx-attach inject`, with the exporter config in its environment. The
+//     result comes back as the container's termination message. Nothing is
+//     needed in the target image.
+//   - Exec execs into the JVM's container with a fixed command and streams
+//     jmx-attach, the agent jar and the config in as stdin. It needs /bin/sh,
+//     mktemp, cat and chmod in the target image and a writable /tmp. No user
+//     data is ever interpolated into a shell string: the commands are
+//     constants and every value travels as an argument or on stdin.
+//
+// Both are safe to call again for a container that already has the agent:
+// jmx-attach keeps a marker per JVM and a lock around each load, so a JVM
+// gets the agent at most once, whichever operator replica or process asks.
+package inject
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/handlerkit/handlerkit/pkg/jvm"
+)
+
+// ConfigEnv is the environment variable of the ephemeral container that holds
+// the exporter's YAML config (an ephemeral container cannot mount a volume).
+const ConfigEnv = "HANDLERKIT_JMX_CONFIG"
+
+// Exit codes of jmx-attach that the strategies interpret.
+const (
+	exitSomeFailed  = 1
+	exitUsage       = 2
+	exitNoJVM       = 3
+	exitInvalidArgs = 4
+)
+
+// Target is one container of a running pod.
+type Target struct {
+	// Pod is the pod as last seen; Namespace, Name and UID are used.
+	Pod *corev1.Pod
+	// Container is the container's name.
+	Container string
+	// ContainerID is the container instance (runtime://id) to inject. An
+	// injection never touches another instance of the container.
+	ContainerID string
+	// UID and GID are the user the container's processes run as, when known
+	// (the container status or the security context says). The
+	// EphemeralContainer strategy runs jmx-attach as that user with every
+	// capability dropped.
+	UID, GID *int64
+}
+
+// String names the target for logs and errors.
+func (t Target) String() string {
+	if t.Pod == nil {
+		return t.Container
+	}
+	return t.Pod.Namespace + "/" + t.Pod.Name + "/" + t.Container
+}
+
+// Request says what to load.
+type Request struct {
+	// Port is the port of the first (oldest) JVM in the container; later JVMs
+	// get the next free ports (jmx-attach assigns them).
+	Port int32
+	// Config is the exporter's YAML config, validated by the caller.
+	Config []byte
+	// JVMs restricts injection to JVMs whose main class or jar matches one of
+	// these patterns; empty means every JVM.
+	JVMs []string
+	// Wait is how long jmx-attach waits for a JVM to appear in the container
+	// and to become safe to attach to (its SIGQUIT handler installed).
+	Wait time.Duration
+	// Image, AgentPath and AttachHelperPath locate the agent jar and
+	// jmx-attach in the agent image (EphemeralContainer strategy only).
+	Image, AgentPath, AttachHelperPath string
+	// PullPolicy is the ephemeral container's image pull policy.
+	PullPolicy corev1.PullPolicy
+}
+
+// Outcome is what one run of jmx-attach reported.
+type Outcome struct {
+	// Results has one entry per JVM.
+	Results []jvm.InjectResult
+	// NoJVM is true when no (matching) JVM runs in the container.
+	NoJVM bool
+	// Detail is jmx-attach's own message when it reported no results (bad
+	// arguments, an invalid config or jar); it is empty otherwise.
+	Detail string
+}
+
+// Strategy loads or reconfigures agents in one container.
+type Strategy interface {
+	// Name is the spec value (Exec, EphemeralContainer).
+	Name() string
+	// Inject runs `jmx-attach inject` for the target. An error means the
+	// outcome is unknown (an API error, a timeout): retry later. Per-JVM
+	// failures are in the Outcome.
+	Inject(ctx context.Context, t Target, r Request) (Outcome, error)
+	// Reconfigure runs `jmx-attach reconfigure`: the new config replaces the
+	// file the running agents read, which they reload on their next scrape.
+	Reconfigure(ctx context.Context, t Target, r Request) (Outcome, error)
+}
+
+// injectArgs are jmx-attach's arguments after the command name, except where
+// the agent and config come from.
+func injectArgs(r Request, termLog bool) []string {
+	args := []string{"--all", "--port", strconv.Itoa(int(r.Port)), "--json", "--min-age", "0",
+		"--wait", r.Wait.String()}
+	for _, p := range r.JVMs {
+		args = append(args, "--jvm", p)
+	}
+	if termLog {
+		args = append(args, "--termination-log", "/dev/termination-log")
+	}
+	return args
+}
+
+// reconfigureArgs are the arguments of `jmx-attach reconfigure`.
+func reconfigureArgs(r Request, termLog bool) []string {
+	args := []string{"--all", "--json"}
+	for _, p := range r.JVMs {
+		args = append(args, "--jvm", p)
+	}
+	if termLog {
+		args = append(args, "--termination-log", "/dev/termination-log")
+	}
+	return args
+}
+
+// parseOutcome reads jmx-attach's result lines (stdout with --json, or the
+// termination log) and its exit code.
+func parseOutcome(out []byte, exitCode int) (Outcome, error) {
+	var o Outcome
+	var other []string
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] == '{' {
+			r, err := jvm.ParseInjectResult(line)
+			if err == nil {
+				o.Results = append(o.Results, r)
+				continue
+			}
+		}
+		other = append(other, string(line))
+	}
+	o.Detail = truncate(strings.Join(other, "; "), 512)
+	switch {
+	case exitCode == exitNoJVM:
+		o.NoJVM = true
+		return o, nil
+	case len(o.Results) > 0:
+		return o, nil
+	case exitCode == 0:
+		return o, errors.New("jmx-attach succeeded but reported no result")
+	case exitCode == exitUsage || exitCode == exitInvalidArgs:
+		// Refused before any JVM was touched: the request itself is wrong.
+		return o, nil
+	default:
+		return o, fmt.Errorf("jmx-attach exited with status %d and no result: %s", exitCode, o.Detail)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,87 @@
+package operator
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The operator's own metrics (docs/metrics.md lists them with the framework's).
+type metrics struct {
+	injections *prometheus.CounterVec   // result, reason, strategy
+	duration   *prometheus.HistogramVec // strategy, result
+	jvms       *prometheus.GaugeVec     // namespace, exporter
+	pods       *prometheus.GaugeVec     // namespace, exporter, state
+	inFlight   prometheus.GaugeFunc
+}
+
+// Pod states of jmx_operator_pods.
+const (
+	podInjected = "injected"
+	podPending  = "pending"
+	podFailed   = "failed"
+	podNoJVM    = "no_jvm"
+	podConflict = "conflict"
+)
+
+var podStates = []string{podInjected, podPending, podFailed, podNoJVM, podConflict}
+
+var registerOnce sync.Map // prometheus.Registerer -> *metrics
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		injections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jmx_operator_injections_total",
+			Help: "Injections of one container start, by result (success, failure: permanent, retry: transient), reason and strategy.",
+		}, []string{"result", "reason", "strategy"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jmx_operator_injection_duration_seconds",
+			Help:    "Time one injection of one container took, from the request to its result.",
+			Buckets: []float64{0.25, 0.5, 1, 2, 3, 5, 8, 13, 21, 34, 60, 120},
+		}, []string{"strategy", "result"}),
+		jvms: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jmx_operator_managed_jvms",
+			Help: "JVMs that have the agent loaded, by exporter.",
+		}, []string{"namespace", "exporter"}),
+		pods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jmx_operator_pods",
+			Help: "Pods matched by each exporter, by state (injected, pending, failed, no_jvm, conflict).",
+		}, []string{"namespace", "exporter", "state"}),
+	}
+	if reg == nil {
+		return m
+	}
+	if prev, ok := registerOnce.Load(reg); ok {
+		return prev.(*metrics)
+	}
+	for _, c := range []prometheus.Collector{m.injections, m.duration, m.jvms, m.pods} {
+		if err := reg.Register(c); err != nil {
+			if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+				_ = are
+				continue
+			}
+		}
+	}
+	registerOnce.Store(reg, m)
+	return m
+}
+
+func (m *metrics) observe(strategy, result, reason string, took time.Duration) {
+	m.injections.WithLabelValues(result, reason, strategy).Inc()
+	m.duration.WithLabelValues(strategy, result).Observe(took.Seconds())
+}
+
+func (m *metrics) setExporter(namespace, name string, jvms int, pods map[string]int) {
+	m.jvms.WithLabelValues(namespace, name).Set(float64(jvms))
+	for _, s := range podStates {
+		m.pods.WithLabelValues(namespace, name, s).Set(float64(pods[s]))
+	}
+}
+
+func (m *metrics) forgetExporter(namespace, name string) {
+	m.jvms.DeleteLabelValues(namespace, name)
+	for _, s := range podStates {
+		m.pods.DeleteLabelValues(namespace, name, s)
+	}
+}

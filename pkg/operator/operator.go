@@ -1,0 +1,224 @@
+// Package operator is the PrometheusJmxExporter operator's handler: it decides
+// which containers of which pods get the Prometheus JMX exporter agent, asks
+// package inject to load it, records the outcome on the pods, and reports it
+// in each exporter's status, in Events and in metrics.
+//
+// Data flows one way: Pod, ConfigMap and exporter events are mapped to
+// exporter keys (through the caches, never a live List per event); the
+// handler of an exporter validates it, plans injections and starts them on a
+// bounded pool (one job per pod at a time); a finished job records its outcome
+// in the pod's annotations and wakes the exporter again, whose handler then
+// writes the status from the pods' records. The records live on the pods, so
+// an operator that restarts picks up exactly where its predecessor stopped.
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+	"github.com/handlerkit/handlerkit/pkg/inject"
+	"github.com/handlerkit/handlerkit/pkg/sdk"
+	"github.com/handlerkit/handlerkit/pkg/sdk/query"
+)
+
+// Watch names. Pod and ConfigMap events are mapped to exporter keys.
+const (
+	WatchExporters  = "exporters"
+	WatchPods       = "pods"
+	WatchConfigMaps = "configmaps"
+)
+
+// Finalizer is put on every exporter; the operator removes its annotations
+// from the pods before it lets the exporter go.
+const Finalizer = "jmx.handlerkit.dev/cleanup"
+
+// fieldManager names the operator's writes.
+const fieldManager = "prometheus-jmx-exporter-operator"
+
+// indexConfigMap indexes exporters by the ConfigMap they read.
+const indexConfigMap = "configmap"
+
+// Defaults of Options.
+const (
+	DefaultInjectionTimeout = 2 * time.Minute
+	DefaultParallelism      = 8
+	// DefaultJVMWait is how long after a container starts the operator waits
+	// for a JVM to appear in it before it records that there is none.
+	DefaultJVMWait = 60 * time.Second
+)
+
+// Options configure the operator. The zero value of each field takes its
+// default.
+type Options struct {
+	// Namespaces to watch: "" for all, one name, or a comma-separated list.
+	Namespaces string
+	// DefaultStrategy applies to exporters that do not set
+	// spec.injection.strategy; default EphemeralContainer.
+	DefaultStrategy jmxv1alpha1.InjectionStrategy
+	// DisabledStrategies are refused (the deployment grants no RBAC for
+	// them); an exporter asking for one gets a condition.
+	DisabledStrategies []jmxv1alpha1.InjectionStrategy
+	// AgentImage, AgentPath and AttachHelperPath are the agent image and the
+	// paths in it for exporters that leave spec.agent empty.
+	AgentImage, AgentPath, AttachHelperPath string
+	// PullPolicy is the ephemeral containers' image pull policy (default
+	// IfNotPresent).
+	PullPolicy corev1.PullPolicy
+	// LocalAttachHelper and LocalAgentJar are the operator's own copies,
+	// which the Exec strategy streams into containers. Defaults: the agent
+	// image's paths (the operator's image is the agent image).
+	LocalAttachHelper, LocalAgentJar string
+	// InjectionTimeout bounds one injection of one container.
+	InjectionTimeout time.Duration
+	// Parallelism is how many pods are injected at once.
+	Parallelism int
+	// JVMWait is how long after a container's start a JVM may take to
+	// appear.
+	JVMWait time.Duration
+	// Client is the clientset for pods/ephemeralcontainers and pods/exec;
+	// default: the Operator's.
+	Client kubernetes.Interface
+	// Strategies replaces the built-in strategies (tests).
+	Strategies map[jmxv1alpha1.InjectionStrategy]inject.Strategy
+}
+
+// Scheme returns a scheme with the built-in kinds and PrometheusJmxExporter,
+// for sdk.WithScheme.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := jmxv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Setup registers the operator's watches and handler on op. op must have
+// been built with Scheme().
+func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
+	if op == nil {
+		return nil, errors.New("operator: nil sdk.Operator")
+	}
+	o = o.withDefaults()
+	if o.Client == nil {
+		o.Client = op.Clientset()
+	}
+	r := &Reconciler{
+		op:      op,
+		opts:    o,
+		read:    query.For(op),
+		pool:    inject.NewPool(o.Parallelism),
+		metrics: newMetrics(op.Registerer()),
+		retries: newRetries(),
+	}
+	r.strategies = o.Strategies
+	if r.strategies == nil {
+		r.strategies = map[jmxv1alpha1.InjectionStrategy]inject.Strategy{
+			jmxv1alpha1.InjectionEphemeralContainer: &inject.EphemeralContainer{Client: o.Client},
+			jmxv1alpha1.InjectionExec: &inject.Exec{Config: op.RESTConfig(), Client: o.Client,
+				AttachHelper: o.LocalAttachHelper, AgentJar: o.LocalAgentJar},
+		}
+	}
+	for _, d := range o.DisabledStrategies {
+		delete(r.strategies, d)
+	}
+	ns := o.Namespaces
+	if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", ns, 0,
+		sdk.WithName(WatchExporters), sdk.WithHandler(r),
+		sdk.WithIndex(indexConfigMap, configMapIndex)); err != nil {
+		return nil, fmt.Errorf("operator: watch exporters: %w", err)
+	}
+	if err := op.Watch("v1", "Pod", ns, 0,
+		sdk.WithName(WatchPods), sdk.WithTransform(TrimPod),
+		sdk.WithMapTo(WatchExporters, r.exportersOfPod)); err != nil {
+		return nil, fmt.Errorf("operator: watch pods: %w", err)
+	}
+	if err := op.Watch("v1", "ConfigMap", ns, 0,
+		sdk.WithName(WatchConfigMaps),
+		sdk.WithMapTo(WatchExporters, r.exportersOfConfigMap)); err != nil {
+		return nil, fmt.Errorf("operator: watch configmaps: %w", err)
+	}
+	return r, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.DefaultStrategy == "" {
+		o.DefaultStrategy = jmxv1alpha1.DefaultInjectionStrategy
+	}
+	if o.AgentImage == "" {
+		o.AgentImage = jmxv1alpha1.DefaultAgentImage
+	}
+	if o.AgentPath == "" {
+		o.AgentPath = jmxv1alpha1.DefaultAgentPath
+	}
+	if o.AttachHelperPath == "" {
+		o.AttachHelperPath = jmxv1alpha1.DefaultAttachHelperPath
+	}
+	if o.PullPolicy == "" {
+		o.PullPolicy = corev1.PullIfNotPresent
+	}
+	if o.LocalAttachHelper == "" {
+		o.LocalAttachHelper = jmxv1alpha1.DefaultAttachHelperPath
+	}
+	if o.LocalAgentJar == "" {
+		o.LocalAgentJar = jmxv1alpha1.DefaultAgentPath
+	}
+	if o.InjectionTimeout <= 0 {
+		o.InjectionTimeout = DefaultInjectionTimeout
+	}
+	if o.Parallelism <= 0 {
+		o.Parallelism = DefaultParallelism
+	}
+	if o.JVMWait <= 0 {
+		o.JVMWait = DefaultJVMWait
+	}
+	return o
+}
+
+// configMapIndex indexes an exporter under the name of the ConfigMap it reads.
+func configMapIndex(obj runtime.Object) ([]string, error) {
+	ex, ok := obj.(*jmxv1alpha1.PrometheusJmxExporter)
+	if !ok || ex.Spec.Config == nil || ex.Spec.Config.ConfigMapName == "" {
+		return nil, nil
+	}
+	return []string{ex.Spec.Config.ConfigMapName}, nil
+}
+
+// TrimPod keeps only what the operator reads of a pod, so that the pod cache
+// of a large cluster stays small: identity, labels, annotations, the
+// containers' names and security contexts, and the status fields that say
+// what runs where.
+func TrimPod(obj runtime.Object) (runtime.Object, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{TypeMeta: pod.TypeMeta}
+	out.Name, out.Namespace, out.UID = pod.Name, pod.Namespace, pod.UID
+	out.ResourceVersion, out.Generation = pod.ResourceVersion, pod.Generation
+	out.Labels, out.Annotations = pod.Labels, pod.Annotations
+	out.CreationTimestamp, out.DeletionTimestamp = pod.CreationTimestamp, pod.DeletionTimestamp
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		out.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: sc.RunAsUser, RunAsGroup: sc.RunAsGroup}
+	}
+	for _, c := range pod.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name, SecurityContext: c.SecurityContext})
+	}
+	out.Status.Phase, out.Status.PodIP = pod.Status.Phase, pod.Status.PodIP
+	for _, cs := range pod.Status.ContainerStatuses {
+		out.Status.ContainerStatuses = append(out.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: cs.Name, ContainerID: cs.ContainerID, State: cs.State, Ready: cs.Ready,
+			RestartCount: cs.RestartCount, User: cs.User,
+		})
+	}
+	return out, nil
+}

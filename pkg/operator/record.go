@@ -1,0 +1,211 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Pod annotations the operator writes. It merge-patches them; it never
+// changes anything else in a pod.
+const (
+	// AnnotationAgents holds the operator's record of the pod (PodRecord as
+	// JSON): which container starts got the agent, on which ports, or why not.
+	AnnotationAgents = "jmx.handlerkit.dev/agents"
+	// AnnotationPorts lists the ports of every injected JVM in the pod,
+	// comma-separated, lowest first.
+	AnnotationPorts = "jmx.handlerkit.dev/ports"
+	// AnnotationScrape, AnnotationPort and AnnotationPath are the
+	// prometheus.io annotations that Prometheus' kubernetes-pods scrape job
+	// (as the community Helm chart writes it) honours. Port names the first
+	// JVM's port; a pod with several JVMs lists all in AnnotationPorts.
+	AnnotationScrape = "prometheus.io/scrape"
+	AnnotationPort   = "prometheus.io/port"
+	AnnotationPath   = "prometheus.io/path"
+)
+
+// ownedAnnotations are removed from a pod when its exporter goes away.
+var ownedAnnotations = []string{AnnotationAgents, AnnotationPorts, AnnotationScrape, AnnotationPort, AnnotationPath}
+
+// PodRecord is the operator's record of one pod, kept in AnnotationAgents so
+// that it survives operator restarts and is visible with kubectl.
+type PodRecord struct {
+	// Exporter is the name of the PrometheusJmxExporter (in the pod's
+	// namespace) that injected the pod.
+	Exporter string `json:"exporter"`
+	// Containers maps a container name to what happened to its current (or
+	// last seen) start.
+	Containers map[string]ContainerRecord `json:"containers,omitempty"`
+}
+
+// ContainerRecord is what happened to one container start. It applies only
+// while the container's ID is ContainerID: a restarted container (new ID)
+// lost its agent with its old process and is injected again.
+type ContainerRecord struct {
+	// ContainerID is the container instance (runtime://id).
+	ContainerID string `json:"containerID"`
+	// Port is the spec.port the container was injected with.
+	Port int32 `json:"port,omitempty"`
+	// ConfigHash identifies the config the agents read (sha256, hex prefix).
+	ConfigHash string `json:"configHash,omitempty"`
+	// InjectedAt is when the first agent was loaded.
+	InjectedAt *metav1.Time `json:"injectedAt,omitempty"`
+	// JVMs are the JVMs that have the agent.
+	JVMs []JVMRecord `json:"jvms,omitempty"`
+	// NoJVM is true when no (selected) JVM runs in the container.
+	NoJVM bool `json:"noJVM,omitempty"`
+	// Failure is a permanent failure of this container start; it is never
+	// retried, since a second load can kill a JVM.
+	Failure *Failure `json:"failure,omitempty"`
+}
+
+// JVMRecord is one injected JVM.
+type JVMRecord struct {
+	// PID is the JVM's pid inside its container.
+	PID int `json:"pid"`
+	// Main is the JVM's main class or jar.
+	Main string `json:"main,omitempty"`
+	// Port is where its agent serves /metrics.
+	Port int32 `json:"port"`
+	// StartedAt is when the JVM process started, when known.
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+}
+
+// Failure is a named, permanent failure.
+type Failure struct {
+	// Reason is a CamelCase reason (AttachDisabled, PortInUse, ...).
+	Reason string `json:"reason"`
+	// Message says what happened and what to fix.
+	Message string `json:"message,omitempty"`
+}
+
+// readRecord decodes the pod's record; a missing or unreadable record is an
+// empty one (an unreadable record is rewritten on the next injection).
+func readRecord(pod *corev1.Pod) PodRecord {
+	var rec PodRecord
+	if raw, ok := pod.Annotations[AnnotationAgents]; ok {
+		_ = json.Unmarshal([]byte(raw), &rec)
+	}
+	if rec.Containers == nil {
+		rec.Containers = map[string]ContainerRecord{}
+	}
+	return rec
+}
+
+// current returns the record of container's current start, if any.
+func (r PodRecord) current(container, containerID string) (ContainerRecord, bool) {
+	c, ok := r.Containers[container]
+	if !ok || containerID == "" || c.ContainerID != containerID {
+		return ContainerRecord{}, false
+	}
+	return c, true
+}
+
+// annotations renders the record and the scrape annotations derived from it.
+func (r PodRecord) annotations() (map[string]*string, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var ports []int
+	for _, c := range r.Containers {
+		for _, j := range c.JVMs {
+			ports = append(ports, int(j.Port))
+		}
+	}
+	sort.Ints(ports)
+	out := map[string]*string{AnnotationAgents: ptrTo(string(b))}
+	if len(ports) == 0 {
+		for _, k := range []string{AnnotationPorts, AnnotationScrape, AnnotationPort, AnnotationPath} {
+			out[k] = nil
+		}
+		return out, nil
+	}
+	list := make([]string, len(ports))
+	for i, p := range ports {
+		list[i] = strconv.Itoa(p)
+	}
+	out[AnnotationPorts] = ptrTo(strings.Join(list, ","))
+	out[AnnotationScrape] = ptrTo("true")
+	out[AnnotationPort] = ptrTo(list[0])
+	out[AnnotationPath] = ptrTo("/metrics")
+	return out, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// updateRecord reads the pod from the API server, applies change to its
+// record and merge-patches the annotations, with the pod's resourceVersion as
+// a precondition so that concurrent writers never lose each other's record.
+// It retries on conflicts. A pod that was replaced (other UID) or deleted is
+// left alone.
+func updateRecord(ctx context.Context, client kubernetes.Interface, namespace, name string, uid types.UID, change func(*PodRecord)) error {
+	pods := client.CoreV1().Pods(namespace)
+	for try := 0; ; try++ {
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if pod.UID != uid {
+			return nil
+		}
+		rec := readRecord(pod)
+		change(&rec)
+		ann, err := rec.annotations()
+		if err != nil {
+			return err
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": pod.ResourceVersion, "annotations": ann}})
+		if err != nil {
+			return err
+		}
+		_, err = pods.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		if apierrors.IsConflict(err) && try < 10 {
+			time.Sleep(time.Duration(10*(try+1)) * time.Millisecond)
+			continue
+		}
+		return err
+	}
+}
+
+// clearAnnotations removes the operator's annotations from a pod that
+// exporter injected. It reports whether it changed the pod.
+func clearAnnotations(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, exporter string) (bool, error) {
+	if _, ok := pod.Annotations[AnnotationAgents]; !ok {
+		return false, nil
+	}
+	if rec := readRecord(pod); rec.Exporter != exporter {
+		return false, nil
+	}
+	ann := map[string]any{}
+	for _, k := range ownedAnnotations {
+		ann[k] = nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": pod.UID, "annotations": ann}})
+	if err != nil {
+		return false, err
+	}
+	_, err = client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("clear the annotations of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return true, nil
+}
