@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -122,7 +124,7 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 			return Outcome{}, fmt.Errorf("%w (%d ephemeral containers %s*)", ErrTooManyAttempts, n, prefix)
 		}
 		next := prefix + strconv.Itoa(n+1)
-		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
+		ec := corev1.EphemeralContainer{
 			EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 				Name:                     next,
 				Image:                    r.Image,
@@ -134,8 +136,18 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 				SecurityContext:          SecurityContext(t),
 			},
 			TargetContainerName: t.Container,
+		}
+		// A strategic-merge patch adds the container by name, with the pod's
+		// UID and resourceVersion as preconditions, as kubectl debug does.
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"uid": pod.UID, "resourceVersion": pod.ResourceVersion},
+			"spec":     map[string]any{"ephemeralContainers": []corev1.EphemeralContainer{ec}},
 		})
-		_, err = pods.UpdateEphemeralContainers(ctx, pod.Name, pod, metav1.UpdateOptions{FieldManager: "prometheus-jmx-exporter-operator"})
+		if err != nil {
+			return Outcome{}, err
+		}
+		_, err = pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, patch,
+			metav1.PatchOptions{FieldManager: "prometheus-jmx-exporter-operator"}, "ephemeralcontainers")
 		switch {
 		case err == nil:
 			name = next
