@@ -3,7 +3,8 @@
 // no shell, JDK or writable /opt. Build it with CGO_ENABLED=0.
 //
 //	jmx-attach list [--json]
-//	jmx-attach inject --agent JAR --config FILE --port N[,N...] (--pid P | --all) [--json]
+//	jmx-attach inject (--agent JAR (--config FILE | --config-env NAME) | --bundle-stdin) --port N[,N...] (--pid P | --all) [--json]
+//	jmx-attach reconfigure (--config FILE | --config-env NAME | --bundle-stdin) (--pid P | --all) [--json]
 //
 // Exit codes are listed in the help text and docs/jmx-attach.md.
 package main
@@ -31,34 +32,34 @@ const (
 	exitOK          = 0 // every JVM injected or already injected; list succeeded
 	exitFailed      = 1 // at least one JVM failed; see its result line
 	exitUsage       = 2 // bad command line
-	exitNoJVM       = 3 // --all found no JVM
-	exitBadAgent    = 4 // the agent jar or config is invalid; no JVM was touched
+	exitNoJVM       = 3 // --all found no JVM (or none matching --jvm)
+	exitBadAgent    = 4 // the agent jar, config or stdin bundle is invalid; no JVM was touched
 	exitListFailure = 5 // /proc could not be read
 )
 
 // defaultTerminationLog is where Kubernetes reads a container's termination message.
 const defaultTerminationLog = "/dev/termination-log"
 
-// maxTerminationLog is the size Kubernetes keeps of a termination message.
-const maxTerminationLog = 4096
-
 const usageText = `jmx-attach finds running JVMs and loads a java agent (the Prometheus jmx_exporter) into them, in pure Go.
 
 Usage:
   jmx-attach list [--json]
-  jmx-attach inject --agent JAR --config FILE --port N[,N...] (--pid P | --all) [flags]
+  jmx-attach inject (--agent JAR (--config FILE | --config-env NAME) | --bundle-stdin) --port N[,N...] (--pid P | --all) [flags]
+  jmx-attach reconfigure (--config FILE | --config-env NAME | --bundle-stdin) (--pid P | --all) [flags]
   jmx-attach help [command]
 
 Commands:
-  list     list the JVMs visible from here (found through /proc, not hsperfdata)
-  inject   check, copy and load the agent into JVMs, then check that the port answers HTTP
+  list         list the JVMs visible from here (found through /proc, not hsperfdata)
+  inject       check, copy and load the agent into JVMs, then check that the port answers HTTP
+  reconfigure  replace the exporter config of agents loaded before; the agent reads it at its next scrape
 
 Exit codes:
-  0  success: every JVM was injected or already had the agent (inject), or the list was printed (list)
+  0  success: every JVM was injected, already had the agent or was reconfigured (or left unchanged), or the
+     list was printed (list)
   1  at least one JVM failed; its result line says why (reason field)
   2  bad command line
-  3  inject --all found no JVM
-  4  the agent jar or exporter config is invalid; no JVM was touched
+  3  --all found no JVM (or none matching --jvm)
+  4  the agent jar, exporter config or stdin bundle is invalid; no JVM was touched
   5  /proc could not be read
 
 Run "jmx-attach help inject" for the result line format.
@@ -76,20 +77,28 @@ Flags:
 Exit codes: 0 listed (possibly none), 2 bad command line, 5 /proc could not be read.
 `
 
-const injectHelp = `Usage: jmx-attach inject --agent JAR --config FILE --port N[,N...] (--pid P | --all) [flags]
+const injectHelp = `Usage: jmx-attach inject (--agent JAR (--config FILE | --config-env NAME) | --bundle-stdin) --port N[,N...] (--pid P | --all) [flags]
 
-For each JVM it: checks that the jar has an Agent-Class and the config is a valid jmx_exporter config; skips a
-JVM that already has the agent (marker in its /tmp and the port listening); refuses a port the agent could not
-bind in the JVM's network namespace (checked by binding it there) and a JVM started with
--XX:+DisableAttachMechanism or -XX:-EnableDynamicAgentLoading; waits until the JVM is --min-age old; copies the jar and config into a new
-directory --target-dir/handlerkit-jmx-<random> of the JVM's filesystem (mode 0700, the JVM user's; files
-read-only) and verifies them; loads the agent with "load instrument false <jar>=[host:]<port>:<config>"; and
-waits until http://<host>:<port>/metrics answers. No signal is sent before every check passed. The copies are
-removed when the JVM did not load the agent.
+For each JVM it: checks that the jar has an Agent-Class and the config is a valid jmx_exporter config; takes
+the JVM's lock, so that two jmx-attach never inject one JVM at once; skips a JVM that already has the agent
+(marker in its /tmp and the port listening); refuses a port the agent could not bind in the JVM's network
+namespace (checked by binding it there) and a JVM started with -XX:+DisableAttachMechanism or
+-XX:-EnableDynamicAgentLoading; waits until the JVM is --min-age old (or, with --wait, until it can be
+signalled safely); copies the jar and config into a new directory --target-dir/handlerkit-jmx-<random> of the
+JVM's filesystem (mode 0700, the JVM user's; files read-only) and verifies them; loads the agent with
+"load instrument false <jar>=[host:]<port>:<config>"; and waits until http://<host>:<port>/metrics answers. No
+signal is sent before every check passed. The copies are removed when the JVM did not load the agent.
+
+It needs no capability when it runs as the JVM's user (or as root against a root JVM whose capabilities it
+has) in the JVM's network namespace: an ephemeral container targeting the JVM's container, or pods/exec.
 
 Flags:
-  --agent JAR           agent jar on this machine (required)
-  --config FILE         exporter config on this machine (required)
+  --agent JAR           agent jar on this machine
+  --config FILE         exporter config on this machine
+  --config-env NAME     read the exporter config from environment variable NAME instead of --config
+  --bundle-stdin        read the agent jar and config from stdin, a tar stream of exactly agent.jar (at most
+                        64 MiB) and config.yaml (at most 1 MiB), instead of --agent and --config; stdin is read
+                        completely before anything is injected (Go: jvm.WriteBundle writes it)
   --port N[,N...]       port the agent serves on, in the JVM's network namespace (required). With --all, JVMs
                         that share a network namespace get a port each, oldest first: N for the oldest, then
                         the next free ports above it, or the listed ports in order; a JVM injected before keeps
@@ -97,39 +106,73 @@ Flags:
   --host ADDR           address the agent binds (default: all addresses, as jmx_exporter does)
   --pid P               inject into this pid
   --all                 inject into every JVM found
+  --jvm PATTERN         with --all, only JVMs whose main class or jar (as on the command line, or its last
+                        element) matches a path.Match glob; repeatable, or comma-separated. None matching: exit 3
   --json                print result lines as JSON (the termination log is always JSON)
   --min-age D           minimum JVM age before it is signalled (default 10s)
+  --wait D              inject as soon as it is safe (use with --min-age 0): wait up to D for --all to find a
+                        JVM, for --pid to become a JVM, and for a starting JVM's SIGQUIT handler or attach
+                        socket; refused only after D (default 0: no waiting)
   --attach-timeout D    wait for the JVM's attach socket (default 10s)
   --http-timeout D      wait for the port to answer HTTP; 0 skips the check (default 15s)
   --target-dir DIR      directory in the JVM's filesystem in which each injection creates its own directory
                         for the jar and config; only root or the JVM's user may be able to change it (default /tmp)
-  --termination-log F   also write the JSON result lines to F when it exists (default /dev/termination-log)
+  --termination-log F   also write the results to F when it exists, as JSON lines that fit in 4,096 bytes
+                        (default /dev/termination-log)
   --extra-config-keys K comma-separated top-level config keys to accept besides the known jmx_exporter ones
 
 Result lines: one per JVM. With --json each is a JSON object (Go type pkg/jvm.InjectResult; parse it with
-jvm.ParseInjectResult):
+jvm.ParseInjectResult, the termination log with jvm.ParseTerminationLog):
   {"pid":123,"nspid":1,"mainClass":"app.jar","status":"ok","message":"...","port":9404,
    "agentPath":"/tmp/handlerkit-jmx-3f9c0a5e1b2d4c68/agent.jar","configPath":"/tmp/handlerkit-jmx-3f9c0a5e1b2d4c68/config.yaml",
-   "javaVersion":"17.0.15"}
+   "javaVersion":"17.0.15","startedAt":"2026-05-04T10:11:12.34Z"}
 status is "ok", "already-injected" (a success) or "error"; an error carries a reason such as not-jvm,
 too-young, attach-disabled, dynamic-loading-disabled, sigquit-not-handled, agent-jar-invalid, config-invalid,
-port-in-use, port-not-permitted, port-check-failed, args-too-long, copy-failed, attach-timeout,
-connect-failed, agent-load-failed, agent-start-failed, agent-not-listening, http-check-failed, process-gone,
-invalid-request, internal (docs/jmx-attach.md explains each).
+bundle-invalid, port-in-use, port-not-permitted, port-check-failed, args-too-long, copy-failed, lock-failed,
+proc-access-denied, attach-timeout, connect-failed, agent-load-failed, agent-start-failed, agent-not-listening,
+http-check-failed, process-gone, invalid-request, internal (docs/jmx-attach.md explains each).
 
-Exit codes: 0 all ok or already injected, 1 some JVM failed, 2 bad command line, 3 --all found no JVM,
-4 agent jar or config invalid (nothing touched), 5 /proc could not be read.
+Exit codes: 0 all ok or already injected, 1 some JVM failed, 2 bad command line, 3 --all found no JVM (or
+none matching --jvm), 4 agent jar, config or bundle invalid (nothing touched), 5 /proc could not be read.
+`
+
+const reconfigureHelp = `Usage: jmx-attach reconfigure (--config FILE | --config-env NAME | --bundle-stdin) (--pid P | --all) [flags]
+
+Replaces the exporter config of agents that "jmx-attach inject" loaded before. For each JVM it validates the
+new config exactly as inject does (a bad config never reaches the agent), takes the JVM's lock, finds the
+config file the agent reads from the JVM's marker, checks it as inject checks its copies (inside a
+handlerkit-jmx-<random> directory that only root or the JVM's user can change), and, unless the file already
+holds the new bytes, writes a new read-only file beside it and renames it over the old one. jmx_exporter reads
+the file again at its next scrape. The agent's port cannot change while it runs.
+
+Flags:
+  --config FILE         the new exporter config on this machine
+  --config-env NAME     read the new config from environment variable NAME
+  --bundle-stdin        read the new config from stdin, a tar stream of exactly config.yaml (at most 1 MiB)
+  --pid P               reconfigure this pid
+  --all                 reconfigure every JVM found
+  --jvm PATTERN         with --all, only JVMs whose main class or jar matches (as for inject)
+  --json                print result lines as JSON
+  --termination-log F   also write the results to F when it exists (default /dev/termination-log)
+  --extra-config-keys K comma-separated top-level config keys to accept besides the known jmx_exporter ones
+
+Result lines are those of inject. status is "ok" (replaced), "unchanged" (already held these bytes; a
+success) or "error" with a reason such as not-injected, config-invalid, bundle-invalid, copy-failed,
+lock-failed, proc-access-denied, not-jvm, process-gone. port is the agent's port, from the marker.
+
+Exit codes: 0 every JVM reconfigured or unchanged, 1 some JVM failed, 2 bad command line, 3 --all found no
+JVM (or none matching --jvm), 4 config or bundle invalid (nothing touched), 5 /proc could not be read.
 `
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run is the whole program, minus the process exit, so that tests can drive it.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
 		return exitUsage
@@ -138,7 +181,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "list":
 		return runList(args[1:], stdout, stderr)
 	case "inject":
-		return runInject(ctx, args[1:], stdout, stderr)
+		return runInject(ctx, args[1:], stdin, stdout, stderr)
+	case "reconfigure":
+		return runReconfigure(ctx, args[1:], stdin, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 {
 			switch args[1] {
@@ -147,6 +192,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return exitOK
 			case "inject":
 				fmt.Fprint(stdout, injectHelp)
+				return exitOK
+			case "reconfigure":
+				fmt.Fprint(stdout, reconfigureHelp)
 				return exitOK
 			}
 			fmt.Fprintf(stderr, "jmx-attach: unknown command %q\n\n%s", args[1], usageText)
@@ -226,17 +274,136 @@ func runList(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// inputFlags are the flags that say where the agent jar and the exporter config come from.
+type inputFlags struct {
+	agentJar, config, configEnv *string
+	bundle                      *bool
+}
+
+func addInputFlags(fs *flag.FlagSet, withAgent bool) inputFlags {
+	f := inputFlags{config: fs.String("config", "", ""), configEnv: fs.String("config-env", "", ""),
+		bundle: fs.Bool("bundle-stdin", false, "")}
+	if withAgent {
+		f.agentJar = fs.String("agent", "", "")
+	}
+	return f
+}
+
+// check returns the command line problems of the input flags.
+func (f inputFlags) check() []string {
+	var problems []string
+	withAgent := f.agentJar != nil
+	if *f.bundle {
+		if (withAgent && *f.agentJar != "") || *f.config != "" || *f.configEnv != "" {
+			if withAgent {
+				problems = append(problems, "--bundle-stdin replaces --agent, --config and --config-env")
+			} else {
+				problems = append(problems, "--bundle-stdin replaces --config and --config-env")
+			}
+		}
+		return problems
+	}
+	if withAgent && *f.agentJar == "" {
+		problems = append(problems, "--agent is required (or --bundle-stdin)")
+	}
+	switch {
+	case *f.config == "" && *f.configEnv == "":
+		problems = append(problems, "give exactly one of --config, --config-env or --bundle-stdin")
+	case *f.config != "" && *f.configEnv != "":
+		problems = append(problems, "give only one of --config and --config-env")
+	case *f.configEnv != "":
+		if _, ok := os.LookupEnv(*f.configEnv); !ok {
+			problems = append(problems, fmt.Sprintf("--config-env: environment variable %s is not set", *f.configEnv))
+		}
+	}
+	return problems
+}
+
+// agent builds the Agent to inject from the input flags, reading stdin completely when --bundle-stdin is set.
+// An error is an *jvm.AttachError (ReasonBundleInvalid).
+func (f inputFlags) agent(stdin io.Reader) (jvm.Agent, error) {
+	withAgent := f.agentJar != nil
+	switch {
+	case *f.bundle:
+		b, err := jvm.ReadBundle(stdin, withAgent)
+		if err != nil {
+			return jvm.Agent{}, err
+		}
+		return jvm.Agent{Jar: jvm.BundleAgentJar, JarData: b.AgentJar, Config: jvm.BundleConfig, ConfigData: b.Config}, nil
+	case *f.configEnv != "":
+		a := jvm.Agent{Config: jvm.BundleConfig, ConfigData: []byte(os.Getenv(*f.configEnv))}
+		if withAgent {
+			a.Jar = *f.agentJar
+		}
+		return a, nil
+	}
+	a := jvm.Agent{Config: *f.config}
+	if withAgent {
+		a.Jar = *f.agentJar
+	}
+	return a, nil
+}
+
+// configBytes returns the exporter config the input flags name (reconfigure).
+func configBytes(a jvm.Agent) ([]byte, error) {
+	if a.ConfigData != nil {
+		return a.ConfigData, nil
+	}
+	data, err := os.ReadFile(a.Config)
+	if err != nil {
+		return nil, &jvm.AttachError{Reason: jvm.ReasonConfigInvalid, Msg: "exporter config", Err: err}
+	}
+	return data, nil
+}
+
+// selectTargets returns the pids to work on: --pid, or with --all the JVMs found (waiting up to wait for one)
+// that match the --jvm patterns. It returns an exit code when there is nothing to do.
+func selectTargets(ctx context.Context, cmd string, pid int, all bool, wait time.Duration, patterns []string, stderr io.Writer) ([]jvm.JVM, []int, int, bool) {
+	if !all {
+		return nil, []int{pid}, 0, false
+	}
+	jvms, unmatched, err := jvm.WaitForJVMs(ctx, wait, patterns)
+	if err != nil {
+		fmt.Fprintf(stderr, "jmx-attach %s: %v\n", cmd, err)
+		return nil, nil, exitListFailure, true
+	}
+	if len(jvms) == 0 {
+		if len(patterns) > 0 {
+			fmt.Fprintf(stderr, "jmx-attach %s: no JVM matches --jvm %s\n", cmd, strings.Join(unmatched, ", "))
+		} else {
+			fmt.Fprintf(stderr, "jmx-attach %s: no JVM found\n", cmd)
+		}
+		return nil, nil, exitNoJVM, true
+	}
+	if len(unmatched) > 0 {
+		fmt.Fprintf(stderr, "jmx-attach %s: --jvm %s matched no JVM\n", cmd, strings.Join(unmatched, ", "))
+	}
+	pids := make([]int, len(jvms))
+	for i, j := range jvms {
+		pids[i] = j.PID
+	}
+	return jvms, pids, 0, false
+}
+
+func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("inject")
+	input := addInputFlags(fs, true)
+	var patterns stringList
+	fs.Var(&patterns, "jvm", "")
 	var (
-		agentJar    = fs.String("agent", "", "")
-		config      = fs.String("config", "", "")
 		portList    = fs.String("port", "", "")
 		host        = fs.String("host", "", "")
 		pid         = fs.Int("pid", 0, "")
 		all         = fs.Bool("all", false, "")
 		asJSON      = fs.Bool("json", false, "")
 		minAge      = fs.Duration("min-age", jvm.DefaultMinAge, "")
+		wait        = fs.Duration("wait", 0, "")
 		attachTO    = fs.Duration("attach-timeout", jvm.DefaultAttachTimeout, "")
 		httpTO      = fs.Duration("http-timeout", jvm.DefaultHTTPTimeout, "")
 		targetDir   = fs.String("target-dir", jvm.DefaultTargetDir, "")
@@ -246,13 +413,7 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, stop := parseFlags(fs, args, injectHelp, stdout, stderr); stop {
 		return code
 	}
-	var problems []string
-	if *agentJar == "" {
-		problems = append(problems, "--agent is required")
-	}
-	if *config == "" {
-		problems = append(problems, "--config is required")
-	}
+	problems := input.check()
 	ports, err := parsePorts(*portList)
 	if err != nil {
 		problems = append(problems, err.Error())
@@ -260,58 +421,44 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if len(ports) > 1 && !*all {
 		problems = append(problems, "a list of ports needs --all")
 	}
-	if (*pid > 0) == *all {
-		problems = append(problems, "give exactly one of --pid or --all")
+	problems = append(problems, checkTarget(*pid, *all, patterns)...)
+	if *wait < 0 {
+		problems = append(problems, "--wait must not be negative")
 	}
-	if *pid < 0 {
-		problems = append(problems, "--pid must be positive")
+	pats, err := jvm.ParseJVMPatterns(patterns...)
+	if err != nil {
+		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
 		fmt.Fprintf(stderr, "jmx-attach inject: %s\n\n%s", strings.Join(problems, "; "), injectHelp)
 		return exitUsage
 	}
-	var keys []string
-	for _, k := range strings.Split(*extraKeys, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			keys = append(keys, k)
-		}
-	}
-	in, err := jvm.NewInjector(jvm.WithMinAge(*minAge), jvm.WithAttachTimeout(*attachTO),
-		jvm.WithHTTPTimeout(*httpTO), jvm.WithTargetDir(*targetDir), jvm.WithExtraConfigKeys(keys...))
+	in, err := jvm.NewInjector(jvm.WithMinAge(*minAge), jvm.WithWait(*wait), jvm.WithAttachTimeout(*attachTO),
+		jvm.WithHTTPTimeout(*httpTO), jvm.WithTargetDir(*targetDir), jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
 	if err != nil {
 		fmt.Fprintf(stderr, "jmx-attach inject: %v\n", err)
 		return exitUsage
 	}
-	agent := jvm.Agent{Jar: *agentJar, Config: *config, Port: ports[0], Host: *host}
+	// Stdin is read completely before any JVM is looked at.
+	agent, inputErr := input.agent(stdin)
+	agent.Port, agent.Host = ports[0], *host
 
-	var jvms []jvm.JVM
-	var pids []int
-	if *all {
-		jvms, err = jvm.Discover()
-		if err != nil {
-			fmt.Fprintf(stderr, "jmx-attach inject: %v\n", err)
-			return exitListFailure
-		}
-		for _, j := range jvms {
-			pids = append(pids, j.PID)
-		}
-		if len(pids) == 0 {
-			fmt.Fprintln(stderr, "jmx-attach inject: no JVM found")
-			return exitNoJVM
-		}
-	} else {
-		pids = []int{*pid}
+	jvms, pids, code, stop := selectTargets(ctx, "inject", *pid, *all, *wait, pats, stderr)
+	if stop {
+		return code
 	}
-
 	out := &resultWriter{stdout: stdout, asJSON: *asJSON}
 	// The jar and config are the same for every JVM: check them once, before any JVM is looked at closely.
-	if err := in.Precheck(agent); err != nil {
+	if inputErr == nil {
+		inputErr = in.Precheck(agent)
+	}
+	if inputErr != nil {
 		for _, p := range pids {
-			out.add(jvm.InjectResult{PID: p, Status: jvm.OutcomeError, Reason: jvm.ReasonOf(err), Message: err.Error(),
+			out.add(jvm.InjectResult{PID: p, Status: jvm.OutcomeError, Reason: jvm.ReasonOf(inputErr), Message: inputErr.Error(),
 				Port: agent.Port, Host: agent.Host})
 		}
 		out.writeTerminationLog(*termination, stderr)
-		if jvm.ReasonOf(err) == jvm.ReasonInvalidRequest {
+		if jvm.ReasonOf(inputErr) == jvm.ReasonInvalidRequest {
 			return exitUsage
 		}
 		return exitBadAgent
@@ -323,15 +470,90 @@ func runInject(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	} else {
 		results = []jvm.InjectResult{in.Inject(ctx, *pid, agent)}
 	}
-	code := exitOK
-	for _, res := range results {
-		out.add(res)
-		if !res.OK() {
-			code = exitFailed
+	return out.finish(results, *termination, stderr)
+}
+
+func runReconfigure(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("reconfigure")
+	input := addInputFlags(fs, false)
+	var patterns stringList
+	fs.Var(&patterns, "jvm", "")
+	var (
+		pid         = fs.Int("pid", 0, "")
+		all         = fs.Bool("all", false, "")
+		asJSON      = fs.Bool("json", false, "")
+		termination = fs.String("termination-log", defaultTerminationLog, "")
+		extraKeys   = fs.String("extra-config-keys", "", "")
+	)
+	if code, stop := parseFlags(fs, args, reconfigureHelp, stdout, stderr); stop {
+		return code
+	}
+	problems := append(input.check(), checkTarget(*pid, *all, patterns)...)
+	pats, err := jvm.ParseJVMPatterns(patterns...)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(stderr, "jmx-attach reconfigure: %s\n\n%s", strings.Join(problems, "; "), reconfigureHelp)
+		return exitUsage
+	}
+	in, err := jvm.NewInjector(jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
+	if err != nil {
+		fmt.Fprintf(stderr, "jmx-attach reconfigure: %v\n", err)
+		return exitUsage
+	}
+	agent, inputErr := input.agent(stdin)
+	var config []byte
+	if inputErr == nil {
+		config, inputErr = configBytes(agent)
+	}
+	if inputErr == nil {
+		if err := jvm.ValidateExporterConfig(config, splitKeys(*extraKeys)...); err != nil {
+			inputErr = &jvm.AttachError{Reason: jvm.ReasonConfigInvalid, Msg: "exporter config", Err: err}
 		}
 	}
-	out.writeTerminationLog(*termination, stderr)
-	return code
+	_, pids, code, stop := selectTargets(ctx, "reconfigure", *pid, *all, 0, pats, stderr)
+	if stop {
+		return code
+	}
+	out := &resultWriter{stdout: stdout, asJSON: *asJSON}
+	if inputErr != nil {
+		for _, p := range pids {
+			out.add(jvm.InjectResult{PID: p, Status: jvm.OutcomeError, Reason: jvm.ReasonOf(inputErr), Message: inputErr.Error()})
+		}
+		out.writeTerminationLog(*termination, stderr)
+		return exitBadAgent
+	}
+	results := make([]jvm.InjectResult, 0, len(pids))
+	for _, p := range pids {
+		results = append(results, in.Reconfigure(ctx, p, config))
+	}
+	return out.finish(results, *termination, stderr)
+}
+
+// checkTarget returns the command line problems of --pid, --all and --jvm.
+func checkTarget(pid int, all bool, patterns []string) []string {
+	var problems []string
+	if (pid > 0) == all {
+		problems = append(problems, "give exactly one of --pid or --all")
+	}
+	if pid < 0 {
+		problems = append(problems, "--pid must be positive")
+	}
+	if len(patterns) > 0 && !all {
+		problems = append(problems, "--jvm needs --all")
+	}
+	return problems
+}
+
+func splitKeys(s string) []string {
+	var keys []string
+	for _, k := range strings.Split(s, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // parsePorts parses --port: one port, or a comma-separated list.
@@ -350,20 +572,20 @@ func parsePorts(s string) ([]int, error) {
 	return ports, nil
 }
 
-// resultWriter prints result lines and remembers their JSON for the termination log.
+// resultWriter prints result lines and keeps the results for the termination log.
 type resultWriter struct {
-	stdout io.Writer
-	asJSON bool
-	lines  [][]byte
+	stdout  io.Writer
+	asJSON  bool
+	results []jvm.InjectResult
 }
 
 func (w *resultWriter) add(r jvm.InjectResult) {
-	line, err := r.MarshalLine()
-	if err != nil {
-		line = []byte(fmt.Sprintf(`{"pid":%d,"status":"error","reason":"internal","message":%q,"port":%d}`, r.PID, err.Error(), r.Port))
-	}
-	w.lines = append(w.lines, line)
+	w.results = append(w.results, r)
 	if w.asJSON {
+		line, err := r.MarshalLine()
+		if err != nil {
+			line = []byte(fmt.Sprintf(`{"pid":%d,"status":"error","reason":"internal","message":%q,"port":%d}`, r.PID, err.Error(), r.Port))
+		}
 		fmt.Fprintf(w.stdout, "%s\n", line)
 		return
 	}
@@ -371,8 +593,22 @@ func (w *resultWriter) add(r jvm.InjectResult) {
 		orDash(string(r.Reason)), r.Port, orDash(r.MainClass), strconv.Quote(r.Message))
 }
 
-// writeTerminationLog writes the JSON result lines to path if that file exists (Kubernetes creates it), keeping
-// whole lines within the size Kubernetes reads, so an ephemeral container's result shows in the pod's status.
+// finish prints results, writes the termination log and returns the exit code.
+func (w *resultWriter) finish(results []jvm.InjectResult, termination string, stderr io.Writer) int {
+	code := exitOK
+	for _, res := range results {
+		w.add(res)
+		if !res.OK() {
+			code = exitFailed
+		}
+	}
+	w.writeTerminationLog(termination, stderr)
+	return code
+}
+
+// writeTerminationLog writes the results to path, if that file exists (Kubernetes creates it), in the compact
+// form of jvm.FormatTerminationLog, which fits the 4,096 bytes Kubernetes keeps, so an ephemeral container's
+// results show in the pod's status.
 func (w *resultWriter) writeTerminationLog(path string, stderr io.Writer) {
 	if path == "" {
 		return
@@ -380,15 +616,7 @@ func (w *resultWriter) writeTerminationLog(path string, stderr io.Writer) {
 	if _, err := os.Stat(path); err != nil {
 		return
 	}
-	var b []byte
-	for _, l := range w.lines {
-		if len(b)+len(l)+1 > maxTerminationLog {
-			break
-		}
-		b = append(b, l...)
-		b = append(b, '\n')
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := os.WriteFile(path, jvm.FormatTerminationLog(w.results), 0o644); err != nil {
 		fmt.Fprintf(stderr, "jmx-attach: write %s: %v\n", path, err)
 	}
 }

@@ -45,6 +45,10 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
+	// Unprivileged tests run jmx-attach as other users: they must reach the binary, jar and config.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return 0, err
+	}
 	binary = filepath.Join(dir, "jmx-attach")
 	build := exec.Command("go", "build", "-o", binary, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -73,9 +77,19 @@ func runBinary(t *testing.T, args ...string) (string, string, int) {
 // runCommand runs argv (jmx-attach under a wrapper such as setpriv) and returns stdout, stderr and the exit code.
 func runCommand(t *testing.T, argv ...string) (string, string, int) {
 	t.Helper()
+	return runWith(t, nil, nil, argv...)
+}
+
+// runWith runs argv with stdin and extra environment variables and returns stdout, stderr and the exit code.
+func runWith(t *testing.T, stdin []byte, env []string, argv ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -138,10 +152,11 @@ func TestBinaryIsStatic(t *testing.T) {
 
 func TestHelpForEveryCommand(t *testing.T) {
 	cases := map[string][]string{
-		"Commands:":                  {"--help"},
-		"Usage: jmx-attach list":     {"list", "--help"},
-		"Usage: jmx-attach inject":   {"inject", "--help"},
-		"Result lines: one per JVM.": {"help", "inject"},
+		"Commands:":                     {"--help"},
+		"Usage: jmx-attach list":        {"list", "--help"},
+		"Usage: jmx-attach inject":      {"inject", "--help"},
+		"Result lines: one per JVM.":    {"help", "inject"},
+		"Usage: jmx-attach reconfigure": {"reconfigure", "--help"},
 	}
 	for want, args := range cases {
 		out, _, code := runBinary(t, args...)
@@ -161,6 +176,15 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404,9405", "--pid", "1"},
 		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404,x", "--all"},
 		{"inject", "--no-such-flag"},
+		{"inject", "--bundle-stdin", "--agent", "a.jar", "--port", "9404", "--pid", "1"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--config-env", "X", "--port", "9404", "--pid", "1"},
+		{"inject", "--agent", "a.jar", "--config-env", "HANDLERKIT_SURELY_UNSET", "--port", "9404", "--pid", "1"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404", "--pid", "1", "--jvm", "x.*"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404", "--all", "--jvm", "[a-"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404", "--pid", "1", "--wait", "-1s"},
+		{"reconfigure", "--pid", "1"},
+		{"reconfigure", "--config", "c.yaml"},
+		{"reconfigure", "--config", "c.yaml", "--bundle-stdin", "--pid", "1"},
 		{"list", "extra"},
 	} {
 		_, stderr, code := runBinary(t, args...)
@@ -218,8 +242,11 @@ func TestInjectPrintsResultLineAndWritesTerminationLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := parseLines(t, string(logged)); len(got) != 1 || got[0] != res[0] {
-		t.Fatalf("termination log %+v, stdout %+v", got, res)
+	// The termination log is compact: the paths stay in the marker.
+	want := res[0]
+	want.AgentPath, want.ConfigPath = "", ""
+	if got, err := jvm.ParseTerminationLog(logged); err != nil || len(got) != 1 || got[0] != want {
+		t.Fatalf("termination log %+v (%v), want %+v", got, err, want)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

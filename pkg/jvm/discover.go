@@ -45,7 +45,8 @@ type JVM struct {
 	Exe string `json:"exe"`
 	// Args is the command line.
 	Args []string `json:"args"`
-	// StartTime is when the process started.
+	// StartTime is when the process started: the boot time plus its start time in clock ticks, so the same at
+	// every Inspect of one process.
 	StartTime time.Time `json:"startTime"`
 	// Age is how long the process has been running when it was inspected.
 	Age time.Duration `json:"age"`
@@ -158,12 +159,58 @@ func procErr(pid int, err error) error {
 	return fmt.Errorf("inspect pid %d: %w", pid, err)
 }
 
+// accessDenied explains a refused read of /proc/<pid>: the kernel lets a process without CAP_SYS_PTRACE read
+// another's maps, root and environ only when both have the same uids and the reader's permitted capabilities
+// include all of the target's (ptrace access mode "read" with the filesystem credentials).
+func accessDenied(pid int, err error) error {
+	msg := fmt.Sprintf("pid %d: this process may not read its /proc entries", pid)
+	target, terr := readStatus(pid)
+	self, serr := readStatus(os.Getpid())
+	switch {
+	case terr != nil || serr != nil:
+	case target.UID[3] != self.UID[3] && self.UID[3] != 0:
+		msg += fmt.Sprintf(" (it runs as uid %d, this process as uid %d: run jmx-attach as the JVM's user)", target.UID[1], self.UID[1])
+	case target.CapPrm&^self.CapPrm != 0:
+		msg += fmt.Sprintf(" (it has capabilities %s that this process lacks: without CAP_SYS_PTRACE the kernel requires them;"+
+			" give jmx-attach the JVM's capabilities, or drop them from the JVM)", capNames(target.CapPrm&^self.CapPrm))
+	}
+	return &AttachError{Reason: ReasonAccessDenied, Msg: msg, Err: err}
+}
+
+// capabilityNames are the Linux capabilities by number, as the securityContext of a Kubernetes container
+// spells them.
+var capabilityNames = []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
+	"SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK",
+	"IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT",
+	"SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL",
+	"SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF",
+	"CHECKPOINT_RESTORE"}
+
+// capNames names the capabilities in set, comma-separated; unknown ones by number.
+func capNames(set uint64) string {
+	var names []string
+	for c := 0; c < 64; c++ {
+		if set&(1<<c) == 0 {
+			continue
+		}
+		if c < len(capabilityNames) {
+			names = append(names, capabilityNames[c])
+		} else {
+			names = append(names, strconv.Itoa(c))
+		}
+	}
+	return strings.Join(names, ",")
+}
+
 // mappedJavaHome reads /proc/<pid>/maps and returns the runtime home derived from the mapped libjvm.so, or an
 // error wrapping ErrNotJVM when no libjvm.so is mapped. Reading maps needs the same access as attaching, so a
 // process that cannot be read is not reported.
 func mappedJavaHome(pid int) (string, error) {
 	f, err := os.Open(path.Join(procRoot, strconv.Itoa(pid), "maps"))
 	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return "", accessDenied(pid, err)
+		}
 		return "", procErr(pid, err)
 	}
 	defer f.Close()
@@ -192,9 +239,10 @@ func mappedJavaHome(pid int) (string, error) {
 	return "", fmt.Errorf("inspect pid %d: %w: libjvm.so is not mapped", pid, ErrNotJVM)
 }
 
-// processAge returns how long ago a process that started startTicks after boot started, and when.
+// processAge returns how long ago a process that started startTicks after boot started, and when: the boot
+// time (btime in /proc/stat) plus startTicks, exact to the clock tick and the same at every call, so that it can
+// identify the process. The age comes from /proc/uptime.
 func processAge(startTicks uint64) (time.Duration, time.Time) {
-	now := time.Now()
 	data, err := os.ReadFile(path.Join(procRoot, "uptime"))
 	if err != nil {
 		return 0, time.Time{}
@@ -211,7 +259,33 @@ func processAge(startTicks uint64) (time.Duration, time.Time) {
 	if age < 0 {
 		age = 0
 	}
-	return age, now.Add(-age).Truncate(10 * time.Millisecond)
+	return age, processStartTime(startTicks)
+}
+
+// processStartTime returns when a process that started startTicks after boot started, or the zero time when the
+// boot time cannot be read.
+func processStartTime(startTicks uint64) time.Time {
+	data, err := os.ReadFile(path.Join(procRoot, "stat"))
+	if err != nil {
+		return time.Time{}
+	}
+	btime, ok := ParseBootTime(data)
+	if !ok {
+		return time.Time{}
+	}
+	return time.Unix(btime, 0).Add(time.Duration(startTicks) * time.Second / clockTicks).UTC()
+}
+
+// ParseBootTime returns the boot time, in seconds since the epoch, from the contents of /proc/stat (its btime
+// line).
+func ParseBootTime(data []byte) (int64, bool) {
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil && n > 0
+		}
+	}
+	return 0, false
 }
 
 // readJavaVersion reads <home>/release inside the target's filesystem.

@@ -94,8 +94,32 @@ func WithExtraConfigKeys(keys ...string) Option {
 	}
 }
 
+// WithWait makes Inject inject as soon as it is safe instead of refusing a JVM that is still starting: for up to
+// d from the start of each Inject, a pid that is not a JVM yet (the java launcher has not loaded libjvm.so) is
+// inspected again, and a JVM that has neither its attach socket nor a SIGQUIT handler yet is looked at again,
+// with backoff from 50ms to 1s, until it has one of them; only then is it refused (ReasonNotJVM,
+// ReasonSignalNotHandled). A JVM that catches SIGQUIT (SigCgt) has HotSpot's handler installed, and a SIGQUIT
+// that arrives before its Signal Dispatcher thread runs is queued for it, so it is safe to signal; use it with
+// WithMinAge(0). Default: 0, no waiting.
+func WithWait(d time.Duration) Option {
+	return func(in *Injector) error {
+		if d < 0 {
+			return fmt.Errorf("wait %s is negative", d)
+		}
+		in.wait = d
+		return nil
+	}
+}
+
+// Backoff of WithWait's polling.
+const (
+	waitPollMin = 50 * time.Millisecond
+	waitPollMax = time.Second
+)
+
 // Injector loads a java agent into running JVMs, checking first everything that would otherwise hurt the JVM.
 type Injector struct {
+	wait          time.Duration
 	minAge        time.Duration
 	attachTimeout time.Duration
 	httpTimeout   time.Duration
@@ -117,10 +141,15 @@ func NewInjector(opts ...Option) (*Injector, error) {
 
 // Agent is what to inject: a jmx_exporter-style java agent, its configuration and where it serves.
 type Agent struct {
-	// Jar is the agent jar on the injector's filesystem.
+	// Jar is the agent jar on the injector's filesystem. When JarData is set, Jar only names the copy in the
+	// JVM's filesystem (its last element; BundleAgentJar when empty).
 	Jar string
-	// Config is the exporter configuration (YAML) on the injector's filesystem.
+	// Config is the exporter configuration (YAML) on the injector's filesystem. When ConfigData is set, Config
+	// only names the copy (its last element; BundleConfig when empty).
 	Config string
+	// JarData and ConfigData, when not nil, are the agent jar and configuration themselves (from a Bundle or an
+	// environment variable), used instead of reading Jar and Config.
+	JarData, ConfigData []byte
 	// Port is the TCP port the agent serves on, in the JVM's network namespace.
 	Port int
 	// Host is the address the agent binds; "" lets the agent bind every address, as jmx_exporter does.
@@ -168,15 +197,25 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 		res.Message = err.Error()
 		return res
 	}
-	j, err := Inspect(pid)
+	var waitUntil time.Time
+	if in.wait > 0 {
+		waitUntil = time.Now().Add(in.wait)
+	}
+	j, err := in.inspectWaiting(ctx, pid, waitUntil)
 	if err != nil {
 		return fail(err)
 	}
-	res.NSPID, res.MainClass, res.JavaVersion = j.NSPID, j.MainClass, j.JavaVersion
+	res.NSPID, res.MainClass, res.JavaVersion, res.StartedAt = j.NSPID, j.MainClass, j.JavaVersion, j.StartTime
 	files, err := in.precheck(a)
 	if err != nil {
 		return fail(err)
 	}
+	// From the marker check to the marker write, no other injection of this JVM may run.
+	lock, err := lockJVM(ctx, j, in.lockWait())
+	if err != nil {
+		return fail(err)
+	}
+	defer lock.unlock()
 	prev, hasMarker := readMarker(j)
 	if hasMarker {
 		res.AgentPath, res.ConfigPath = prev.AgentPath, prev.ConfigPath
@@ -191,7 +230,7 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 		}
 	}
 	// Only now: a JVM younger than the minimum age may not have its SIGQUIT handler yet.
-	if err := (&attacher{jvm: j}).checkListenerReachable(); err != nil {
+	if err := in.waitListenerReachable(ctx, j, waitUntil); err != nil {
 		return fail(err)
 	}
 	dir, paths, err := copyToTarget(pid, in.targetDir, j.FSUID, j.FSGID, files.jar, files.config)
@@ -223,6 +262,7 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	if err := writeMarker(j, marker{Port: a.Port, AgentPath: res.AgentPath, ConfigPath: res.ConfigPath, StartTicks: j.StartTicks}); err != nil {
 		return fail(&AttachError{Reason: ReasonInternal, Msg: "agent loaded, but recording it failed", Err: err})
 	}
+	lock.unlock() // the marker is written: another injection now finds it
 	if in.httpTimeout > 0 {
 		if err := CheckHTTP(ctx, pid, a.Host, a.Port, in.httpTimeout); err != nil {
 			return fail(err)
@@ -231,6 +271,70 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	res.Status = OutcomeOK
 	res.Message = fmt.Sprintf("agent loaded; serving on port %d", a.Port)
 	return res
+}
+
+// lockWait bounds the wait for another injection of the same JVM to finish: its age wait, its wait for the JVM
+// to be ready, its attach and its load.
+func (in *Injector) lockWait() time.Duration {
+	return in.minAge + in.wait + 2*in.attachTimeout + replyTimeout + 30*time.Second
+}
+
+// inspectWaiting inspects pid; until waitUntil (when set) a process that is not a JVM yet, such as the java
+// launcher before it loaded libjvm.so, is inspected again with backoff.
+func (in *Injector) inspectWaiting(ctx context.Context, pid int, waitUntil time.Time) (JVM, error) {
+	delay := waitPollMin
+	for {
+		j, err := Inspect(pid)
+		if err == nil || waitUntil.IsZero() || ReasonOf(err) != ReasonNotJVM || time.Now().After(waitUntil) {
+			return j, err
+		}
+		if err := sleepCtx(ctx, min(delay, time.Until(waitUntil))); err != nil {
+			return j, &AttachError{Reason: ReasonNotJVM, Msg: fmt.Sprintf("pid %d is not a JVM and the wait was cancelled", pid), Err: err}
+		}
+		delay = min(delay*2, waitPollMax)
+	}
+}
+
+// waitListenerReachable checks that the JVM's attach listener runs or can be started without killing it; until
+// waitUntil (when set) a JVM that is still starting, with neither its socket nor a SIGQUIT handler, is looked at
+// again with backoff.
+func (in *Injector) waitListenerReachable(ctx context.Context, j JVM, waitUntil time.Time) error {
+	at := &attacher{jvm: j}
+	delay := waitPollMin
+	start := time.Now()
+	for {
+		err := at.checkListenerReachable()
+		if err == nil || waitUntil.IsZero() || ReasonOf(err) != ReasonSignalNotHandled {
+			return err
+		}
+		if time.Now().After(waitUntil) {
+			return &AttachError{Reason: ReasonSignalNotHandled, Msg: fmt.Sprintf(
+				"pid %d still has no attach socket and no SIGQUIT handler after waiting %s; not signalled", j.PID, time.Since(start).Round(time.Millisecond))}
+		}
+		if err := sleepCtx(ctx, min(delay, time.Until(waitUntil))); err != nil {
+			return &AttachError{Reason: ReasonSignalNotHandled, Msg: fmt.Sprintf(
+				"pid %d has no attach socket and no SIGQUIT handler yet and the wait was cancelled; not signalled", j.PID), Err: err}
+		}
+		delay = min(delay*2, waitPollMax)
+		if st, err := readStat(j.PID); err != nil || st.StartTicks != j.StartTicks || st.State == 'Z' {
+			return &AttachError{Reason: ReasonProcessGone, Msg: fmt.Sprintf("pid %d ended while it was starting", j.PID), Err: ErrProcessGone}
+		}
+	}
+}
+
+// sleepCtx sleeps for d or until ctx ends, returning ctx's error then.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // reportEarlierLoad reports on a JVM whose marker says an agent was loaded into it before: already injected

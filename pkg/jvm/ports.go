@@ -141,7 +141,8 @@ func (in *Injector) InjectAll(ctx context.Context, jvms []JVM, a Agent, ports ..
 	for i, p := range plan {
 		if p.Err != nil {
 			results[i] = InjectResult{PID: p.JVM.PID, NSPID: p.JVM.NSPID, MainClass: p.JVM.MainClass, Status: OutcomeError,
-				Reason: ReasonOf(p.Err), Message: p.Err.Error(), Host: a.Host, Port: p.Port, JavaVersion: p.JVM.JavaVersion}
+				Reason: ReasonOf(p.Err), Message: p.Err.Error(), Host: a.Host, Port: p.Port, JavaVersion: p.JVM.JavaVersion,
+				StartedAt: p.JVM.StartTime}
 			continue
 		}
 		one := a

@@ -71,24 +71,48 @@ type agentFiles struct {
 	jar, config namedData
 }
 
-// readAgentFiles reads and checks the agent jar and configuration of a.
+// readAgentFiles reads and checks the agent jar and configuration of a (its JarData and ConfigData when set).
 func readAgentFiles(a Agent, extraKeys []string) (agentFiles, error) {
-	jar, err := readBounded(a.Jar, maxAgentJarSize)
+	jarName, configName := copyName(a.Jar, BundleAgentJar), copyName(a.Config, BundleConfig)
+	jar, err := a.JarData, error(nil)
+	if jar == nil {
+		jar, err = readBounded(a.Jar, maxAgentJarSize)
+	}
 	if err != nil {
 		return agentFiles{}, &AttachError{Reason: ReasonAgentJarInvalid, Msg: fmt.Sprintf("agent jar %s", a.Jar), Err: err}
 	}
-	if _, err := checkAgentJarData(a.Jar, jar); err != nil {
+	if _, err := checkAgentJarData(orName(a.Jar, jarName), jar); err != nil {
 		return agentFiles{}, err
 	}
-	config, err := readBounded(a.Config, maxConfigSize)
+	config := a.ConfigData
+	if config == nil {
+		config, err = readBounded(a.Config, maxConfigSize)
+	}
 	if err != nil {
 		return agentFiles{}, &AttachError{Reason: ReasonConfigInvalid, Msg: "exporter config", Err: err}
 	}
 	if err := ValidateExporterConfig(config, extraKeys...); err != nil {
-		return agentFiles{}, &AttachError{Reason: ReasonConfigInvalid, Msg: fmt.Sprintf("exporter config %s", a.Config), Err: err}
+		return agentFiles{}, &AttachError{Reason: ReasonConfigInvalid, Msg: fmt.Sprintf("exporter config %s", orName(a.Config, configName)), Err: err}
 	}
-	return agentFiles{jar: namedData{name: path.Base(a.Jar), data: jar},
-		config: namedData{name: path.Base(a.Config), data: config}}, nil
+	return agentFiles{jar: namedData{name: jarName, data: jar}, config: namedData{name: configName, data: config}}, nil
+}
+
+// copyName is the name a copy of file gets: its last element, or def when file is empty.
+func copyName(file, def string) string {
+	if file == "" {
+		return def
+	}
+	if b := path.Base(file); b != "/" && b != "." && b != ".." {
+		return b
+	}
+	return def
+}
+
+func orName(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // readBounded reads file, refusing one larger than limit bytes.

@@ -30,6 +30,8 @@ type Status struct {
 	SigBlk, SigIgn, SigCgt uint64
 	// CapEff is the effective capability set (bit n is capability n), relative to the process's user namespace.
 	CapEff uint64
+	// CapPrm is the permitted capability set.
+	CapPrm uint64
 }
 
 // NSPID returns the pid the process sees for itself: the innermost NStgid, or PID when the kernel does not
@@ -100,6 +102,8 @@ func ParseStatus(data []byte) (Status, error) {
 			s.SigCgt, err = strconv.ParseUint(v, 16, 64)
 		case "CapEff":
 			s.CapEff, err = strconv.ParseUint(v, 16, 64)
+		case "CapPrm":
+			s.CapPrm, err = strconv.ParseUint(v, 16, 64)
 		}
 		if err != nil {
 			return Status{}, fmt.Errorf("parse status: field %s: %w", key, err)

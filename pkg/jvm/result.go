@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Reason is a machine-readable cause of an injection result. The operator branches on it, so values never change
@@ -63,6 +64,22 @@ const (
 	// ReasonInvalidRequest: the request itself is invalid (port out of range, a host that is not an IP address or
 	// not an address in the target's network namespace).
 	ReasonInvalidRequest Reason = "invalid-request"
+	// ReasonAccessDenied: this process may not read the JVM's /proc entries (maps, root, environ). Without
+	// CAP_SYS_PTRACE the kernel allows that only for a process of the same uid whose permitted capabilities
+	// include all of the JVM's; the message names the capabilities the JVM has and this process lacks.
+	ReasonAccessDenied Reason = "proc-access-denied"
+	// ReasonLockFailed: the per-JVM lock that keeps two injections or reconfigurations of one JVM apart could
+	// not be taken: the lock file is not one that root or the JVM's user made, or another injection held it
+	// too long. Nothing was loaded.
+	ReasonLockFailed Reason = "lock-failed"
+	// ReasonNotInjected: reconfigure found no marker of an earlier injection into the JVM; nothing was changed.
+	ReasonNotInjected Reason = "not-injected"
+	// ReasonBundleInvalid: the bundle on stdin is not a tar stream of exactly the expected entries within
+	// their size limits; no JVM was touched.
+	ReasonBundleInvalid Reason = "bundle-invalid"
+	// ReasonTruncated: only in a termination log written by FormatTerminationLog, the last line when not every
+	// result fitted; its message says how many results were left out, and its PID is 0.
+	ReasonTruncated Reason = "truncated"
 	// ReasonInternal: any other failure.
 	ReasonInternal Reason = "internal"
 )
@@ -77,6 +94,9 @@ const (
 	// OutcomeAlreadyInjected: the agent had been loaded before and its port listens; nothing was done. It is a
 	// success.
 	OutcomeAlreadyInjected Outcome = "already-injected"
+	// OutcomeUnchanged: reconfigure found the agent's config file already holding the new bytes and left it as
+	// it was. It is a success.
+	OutcomeUnchanged Outcome = "unchanged"
 	// OutcomeError: the injection failed; Reason and Message say why.
 	OutcomeError Outcome = "error"
 )
@@ -104,11 +124,14 @@ type InjectResult struct {
 	ConfigPath string `json:"configPath,omitempty"`
 	// JavaVersion is the JVM's version, when known.
 	JavaVersion string `json:"javaVersion,omitempty"`
+	// StartedAt is when the JVM process started (from its start time in /proc/<pid>/stat and the boot time in
+	// /proc/stat, to the clock tick), when known. With PID it identifies the process.
+	StartedAt time.Time `json:"startedAt,omitzero"`
 }
 
-// OK reports whether the result is a success (ok or already-injected).
+// OK reports whether the result is a success (ok, already-injected or unchanged).
 func (r InjectResult) OK() bool {
-	return r.Status == OutcomeOK || r.Status == OutcomeAlreadyInjected
+	return r.Status == OutcomeOK || r.Status == OutcomeAlreadyInjected || r.Status == OutcomeUnchanged
 }
 
 // MarshalLine encodes r as one line of JSON, without the trailing newline.
@@ -133,13 +156,16 @@ func ParseInjectResult(line []byte) (InjectResult, error) {
 		return InjectResult{}, errors.New("parse inject result: trailing data after the JSON object")
 	}
 	switch r.Status {
-	case OutcomeOK, OutcomeAlreadyInjected:
+	case OutcomeOK, OutcomeAlreadyInjected, OutcomeUnchanged:
 	case OutcomeError:
 		if r.Reason == "" {
 			return InjectResult{}, errors.New("parse inject result: error without a reason")
 		}
 	default:
 		return InjectResult{}, fmt.Errorf("parse inject result: unknown status %q", r.Status)
+	}
+	if r.PID == 0 && r.Reason == ReasonTruncated {
+		return r, nil // the summary line of a termination log that did not hold every result
 	}
 	if r.PID <= 0 {
 		return InjectResult{}, fmt.Errorf("parse inject result: invalid pid %d", r.PID)
