@@ -95,6 +95,7 @@ func recipes() []recipe {
 		kube("kube-controller-manager"),
 		kube("kube-scheduler"),
 		kube("kubelet"),
+		kube("kube-proxy"),
 		containerd("containerd"),
 		containerd("containerd-shim-runc-v2"),
 		containerd("ctr"),
@@ -104,11 +105,14 @@ func recipes() []recipe {
 // ControlPlaneBinaries names the binaries Start runs.
 func ControlPlaneBinaries() []string { return []string{"kube-apiserver", "etcd"} }
 
-// NodeBinaries names the binaries cluster mode (WithNode) adds to them.
-// runc and the CNI plugins are not among them: they come from the
-// distribution (Debian: runc, containernetworking-plugins).
+// NodeBinaries names the binaries cluster mode adds to them: those WithNode
+// runs, and kube-proxy, which only WithServiceProxy runs (and Start builds
+// only then). runc, iptables and the CNI plugins are not among them: they
+// come from the distribution (Debian: runc, iptables,
+// containernetworking-plugins).
 func NodeBinaries() []string {
-	return []string{"kube-controller-manager", "kube-scheduler", "kubelet", "containerd", "containerd-shim-runc-v2", "ctr"}
+	return []string{"kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
+		"containerd", "containerd-shim-runc-v2", "ctr"}
 }
 
 func recipeFor(name string) (recipe, error) {

@@ -161,8 +161,14 @@ func (n *node) importArchive(ctx context.Context, file string) error {
 
 // writeCNIConfig gives pods a veth on this environment's own bridge and an
 // address from its /24. No masquerading and no port mapping: pods talk to the
-// host through the bridge and nothing else.
-func (n *node) writeCNIConfig() error {
+// host through the bridge and nothing else. With the service proxy, pods
+// also route the Service range to the gateway, where kube-proxy translates
+// it; there is still no default route.
+func (n *node) writeCNIConfig(serviceProxy bool) error {
+	routes := ""
+	if serviceProxy {
+		routes = fmt.Sprintf(",\n        \"routes\": [{\"dst\": %q}]", serviceCIDR)
+	}
 	conf := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": %q,
@@ -176,12 +182,12 @@ func (n *node) writeCNIConfig() error {
       "ipam": {
         "type": "host-local",
         "ranges": [[{"subnet": %q}]],
-        "dataDir": %q
+        "dataDir": %q%s
       }
     },
     {"type": "loopback"}
   ]
 }
-`, n.network, n.bridge, n.podCIDR, filepath.Join(n.dir, "cni", "ipam"))
+`, n.network, n.bridge, n.podCIDR, filepath.Join(n.dir, "cni", "ipam"), routes)
 	return os.WriteFile(filepath.Join(n.dir, "cni", "net.d", "10-handlerkit.conflist"), []byte(conf), 0o600)
 }

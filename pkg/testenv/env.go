@@ -36,6 +36,7 @@ type Environment struct {
 	ports    []int
 	existing bool
 	node     *node // nil unless started WithNode
+	apiPort  int
 
 	clientset kubernetes.Interface
 
@@ -105,7 +106,7 @@ func Start(ctx context.Context, opts ...Option) (*Environment, error) {
 		return nil, err
 	}
 	if o.node.enabled {
-		if err := prepareNode(ctx); err != nil {
+		if err := prepareNode(ctx, o); err != nil {
 			return nil, err
 		}
 	}
@@ -124,8 +125,8 @@ func Start(ctx context.Context, opts ...Option) (*Environment, error) {
 	return nil, err
 }
 
-func startLocal(ctx context.Context, o options) (_ *Environment, err error) {
-	ctx, cancel := context.WithTimeout(ctx, o.startTimeout)
+func startLocal(parent context.Context, o options) (_ *Environment, err error) {
+	ctx, cancel := context.WithTimeout(parent, o.startTimeout)
 	defer cancel()
 
 	apiserverBin, err := Binary(ctx, "kube-apiserver")
@@ -162,13 +163,26 @@ func startLocal(ctx context.Context, o options) (_ *Environment, err error) {
 		env.ports = append(env.ports, p)
 	}
 	etcdClient, etcdPeer, apiPort := env.ports[0], env.ports[1], env.ports[2]
+	env.apiPort = apiPort
+	// The apiserver listens on loopback, or with the service proxy on the
+	// node's bridge, which must exist first.
+	apiIP := "127.0.0.1"
+	servingIPs := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if o.node.serviceProxy {
+		// The lock wait is not part of the start timeout.
+		if err := prepareServiceProxy(parent, env); err != nil {
+			return nil, err
+		}
+		apiIP = env.node.gatewayIP()
+		servingIPs = append(servingIPs, net.ParseIP(apiIP), net.ParseIP(KubernetesServiceIP))
+	}
 
 	if env.ca, err = newAuthority(); err != nil {
 		return nil, err
 	}
 	certs := filepath.Join(dir, "certs")
-	serving, err := env.ca.serving([]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		[]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
+	serving, err := env.ca.serving([]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+		"kubernetes.default.svc.cluster.local"}, servingIPs)
 	if err != nil {
 		return nil, err
 	}
@@ -218,8 +232,8 @@ func startLocal(ctx context.Context, o options) (_ *Environment, err error) {
 
 	args := append([]string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + apiIP,
+		"--advertise-address=" + apiIP,
 		"--secure-port=" + strconv.Itoa(apiPort),
 		"--cert-dir=" + certs,
 		"--tls-cert-file=" + servingCert,
@@ -229,11 +243,9 @@ func startLocal(ctx context.Context, o options) (_ *Environment, err error) {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + saKeyPath,
 		"--service-account-signing-key-file=" + saKeyPath,
-		"--service-cluster-ip-range=10.0.0.0/24",
+		"--service-cluster-ip-range=" + serviceCIDR,
 		disabledAdmission(o),
-		// Endpoints may not point at loopback, so the kubernetes Service
-		// cannot be reconciled to 127.0.0.1; leave it alone.
-		"--endpoint-reconciler-type=none",
+		endpointReconciler(o),
 		"--allow-privileged=true",
 		"--profiling=false",
 	}, append(nodeAPIServerArgs(o), o.apiserverArgs...)...)
@@ -244,7 +256,7 @@ func startLocal(ctx context.Context, o options) (_ *Environment, err error) {
 	env.procs = append(env.procs, apiserver)
 
 	env.config = &rest.Config{
-		Host: fmt.Sprintf("https://127.0.0.1:%d", apiPort),
+		Host: "https://" + net.JoinHostPort(apiIP, strconv.Itoa(apiPort)),
 		TLSClientConfig: rest.TLSClientConfig{
 			CAData:   env.ca.certPEM,
 			CertData: admin.certPEM,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,8 +40,9 @@ const podCIDRBase = "10.88"
 
 // nodeOptions configures cluster mode.
 type nodeOptions struct {
-	enabled  bool
-	archives []string
+	enabled      bool
+	serviceProxy bool // WithServiceProxy
+	archives     []string
 }
 
 // WithNode turns on cluster mode: besides etcd and kube-apiserver, Start runs
@@ -172,6 +174,7 @@ type node struct {
 	ctrSock    string
 	ctrBin     string
 	kubelet    *Process
+	kubeProxy  *Process   // WithServiceProxy only
 	controls   []*Process // kube-controller-manager, kube-scheduler
 	lock       *os.File
 	// createdDirs are host directories outside dir that did not exist
@@ -194,11 +197,22 @@ const clusterLockPath = "/run/handlerkit-testenv-cluster.lock"
 var processLock sync.Mutex
 
 // acquireClusterLock waits, as long as ctx allows, for the machine-wide lock.
-func acquireClusterLock(ctx context.Context) (*os.File, error) {
+// When progress is not nil and the lock is taken, it says so there once.
+func acquireClusterLock(ctx context.Context, progress io.Writer) (*os.File, error) {
 	locked := make(chan struct{})
 	go func() { processLock.Lock(); close(locked) }()
 	select {
 	case <-locked:
+	case <-time.After(100 * time.Millisecond):
+		if progress != nil {
+			fmt.Fprintf(progress, "testenv: waiting for another cluster-mode environment of this process to stop\n")
+		}
+		select {
+		case <-locked:
+		case <-ctx.Done():
+			go func() { <-locked; processLock.Unlock() }()
+			return nil, fmt.Errorf("testenv: waiting for another cluster-mode environment of this process to stop: %w", ctx.Err())
+		}
 	case <-ctx.Done():
 		go func() { <-locked; processLock.Unlock() }()
 		return nil, fmt.Errorf("testenv: waiting for another cluster-mode environment of this process to stop: %w", ctx.Err())
@@ -208,9 +222,12 @@ func acquireClusterLock(ctx context.Context) (*os.File, error) {
 		processLock.Unlock()
 		return nil, fmt.Errorf("testenv: cluster lock: %w", err)
 	}
-	for {
+	for waiting := false; ; waiting = true {
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
 			return f, nil
+		}
+		if !waiting && progress != nil {
+			fmt.Fprintf(progress, "testenv: waiting for another test binary's cluster-mode environment to stop (%s)\n", clusterLockPath)
 		}
 		select {
 		case <-ctx.Done():
@@ -249,25 +266,21 @@ func (n *node) pickNetwork() error {
 // ready; on error the caller stops the Environment, which tears down
 // whatever was started.
 func startNode(ctx context.Context, env *Environment, o options) error {
-	n := &node{dir: filepath.Join(env.dir, "node"), containers: map[string]bool{}}
-	env.node = n
-	lock, err := acquireClusterLock(ctx)
-	if err != nil {
-		return err
-	}
-	n.lock = lock
-	removeOrphanBridges()
-	if err := n.pickNetwork(); err != nil {
-		return err
+	n := env.node
+	if n == nil {
+		// Without the service proxy the network is claimed now; with it,
+		// prepareServiceProxy did so before the apiserver started.
+		n = &node{dir: filepath.Join(env.dir, "node"), containers: map[string]bool{}}
+		env.node = n
+		if err := n.claimNetwork(ctx, nil); err != nil {
+			return err
+		}
 	}
 	for _, sub := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/ipam", "kubelet",
 		"pod-logs", "volume-plugins", "runc", "certs"} {
 		if err := os.MkdirAll(filepath.Join(n.dir, sub), 0o700); err != nil {
 			return fmt.Errorf("testenv: %w", err)
 		}
-	}
-	if err := os.WriteFile(filepath.Join(n.dir, "bridge"), []byte(n.bridge), 0o600); err != nil {
-		return fmt.Errorf("testenv: %w", err)
 	}
 	// Paths the kubelet, the shims and libcni hard-code outside the
 	// environment; remember which are new so Stop removes exactly those.
@@ -308,11 +321,16 @@ func startNode(ctx context.Context, env *Environment, o options) error {
 			return err
 		}
 	}
-	if err := n.writeCNIConfig(); err != nil {
+	if err := n.writeCNIConfig(o.node.serviceProxy); err != nil {
 		return err
 	}
 	if err := n.startKubelet(ctx, env); err != nil {
 		return err
+	}
+	if o.node.serviceProxy {
+		if err := n.startKubeProxy(ctx, env, env.apiPort); err != nil {
+			return err
+		}
 	}
 	return n.waitReady(ctx, env)
 }
@@ -359,6 +377,10 @@ func (n *node) stop(env *Environment) error {
 	// and no scheduler binds a new one.
 	for _, p := range n.controls {
 		p.stop(10 * time.Second)
+	}
+	// Then kube-proxy and its rules, which the deleted pods no longer need.
+	if err := n.stopKubeProxy(env.dir); err != nil {
+		errs = append(errs, err)
 	}
 	if n.kubelet != nil {
 		if exited, _ := n.kubelet.Exited(); !exited && env.config != nil {

@@ -29,6 +29,17 @@ func disabledAdmission(o options) string {
 	return "--disable-admission-plugins=ServiceAccount"
 }
 
+// endpointReconciler leaves the kubernetes Service alone when the apiserver
+// listens on loopback, which Endpoints may not hold; with the service proxy
+// it listens on the node's bridge, and the lease reconciler points the
+// Service there.
+func endpointReconciler(o options) string {
+	if o.node.serviceProxy {
+		return "--endpoint-reconciler-type=lease"
+	}
+	return "--endpoint-reconciler-type=none"
+}
+
 // nodeAPIServerArgs are the apiserver flags cluster mode adds.
 func nodeAPIServerArgs(o options) []string {
 	if !o.node.enabled {
@@ -44,11 +55,16 @@ func nodeAPIServerArgs(o options) []string {
 // prepareNode checks the machine and builds whatever cluster mode needs
 // before the start timeout begins: the first build of the node binaries
 // takes minutes.
-func prepareNode(ctx context.Context) error {
+func prepareNode(ctx context.Context, o options) error {
 	if err := preflight(); err != nil {
 		return err
 	}
-	if err := EnsureBinaries(ctx, NodeBinaries()...); err != nil {
+	if o.node.serviceProxy {
+		if err := proxyPreflight(); err != nil {
+			return err
+		}
+	}
+	if err := EnsureBinaries(ctx, nodeBinaries(o)...); err != nil {
 		return err
 	}
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -91,7 +107,7 @@ func (e *Environment) nodeProcesses() []*Process {
 		return nil
 	}
 	var out []*Process
-	for _, p := range append(append([]*Process(nil), e.node.controls...), e.node.containerd, e.node.kubelet) {
+	for _, p := range append(append([]*Process(nil), e.node.controls...), e.node.containerd, e.node.kubelet, e.node.kubeProxy) {
 		if p != nil {
 			out = append(out, p)
 		}

@@ -258,7 +258,7 @@ func (n *node) removeCgroups() []error {
 				errs = append(errs, err)
 			}
 		}
-		if !n.cgroupParentExisted[h] {
+		if existed, known := n.cgroupParentExisted[h]; known && !existed {
 			_ = removeCgroup(filepath.Join(h, cgroupParent))
 		}
 	}

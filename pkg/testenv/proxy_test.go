@@ -1,0 +1,350 @@
+package testenv_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/handlerkit/handlerkit/pkg/images"
+	"github.com/handlerkit/handlerkit/pkg/images/testimages"
+	"github.com/handlerkit/handlerkit/pkg/testenv"
+)
+
+// probeRef is the image of internal/inclusterprobe, which talks to the
+// apiserver through rest.InClusterConfig from inside a pod.
+const probeRef = "localhost/handlerkit/inclusterprobe:v1"
+
+var (
+	probeOnce    sync.Once
+	probeArchive string
+	probeErr     error
+)
+
+// buildProbe builds the probe image once per test binary.
+func buildProbe(t *testing.T) string {
+	t.Helper()
+	probeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "handlerkit-probe-")
+		if err != nil {
+			probeErr = err
+			return
+		}
+		bin := filepath.Join(dir, "probe")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if probeErr = testimages.BuildGoBinary(ctx, "github.com/handlerkit/handlerkit/pkg/testenv/internal/inclusterprobe", bin); probeErr != nil {
+			return
+		}
+		layer, err := images.FilesLayer(images.File{Path: "/probe", Source: bin})
+		if err != nil {
+			probeErr = err
+			return
+		}
+		img, err := images.Build(images.Spec{Ref: probeRef, Layers: []v1.Layer{layer}, Entrypoint: []string{"/probe"},
+			User: "65534:65534"})
+		if err != nil {
+			probeErr = err
+			return
+		}
+		probeArchive = filepath.Join(dir, "probe.tar")
+		probeErr = images.WriteDockerArchive(probeArchive, probeRef, img)
+		os.Remove(bin)
+	})
+	if probeErr != nil {
+		t.Fatalf("building the probe image: %v", probeErr)
+	}
+	return probeArchive
+}
+
+// runProbe runs the probe with args in a pod of ns under the namespace's
+// default ServiceAccount and returns its output once it has finished; the
+// test fails when the probe does.
+func runProbe(t *testing.T, env *testenv.Environment, ns, name string, args ...string) string {
+	t.Helper()
+	pods := env.Clientset().CoreV1().Pods(ns)
+	_, err := pods.Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "probe", Image: probeRef, ImagePullPolicy: corev1.PullNever,
+				Args: args}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var phase corev1.PodPhase
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		phase = p.Status.Phase
+		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
+	})
+	logs, logErr := pods.GetLogs(name, &corev1.PodLogOptions{}).DoRaw(t.Context())
+	if err != nil || phase != corev1.PodSucceeded {
+		t.Fatalf("probe %s: phase %q (wait: %v); output:\n%s (logs: %v)", name, phase, err, logs, logErr)
+	}
+	return string(logs)
+}
+
+// proxyRules returns the lines of the host's iptables and ip6tables (all
+// tables) that kube-proxy writes, without counters. The kubelet's canary
+// chains (KUBE-KUBELET-CANARY) are not kube-proxy's and are left out.
+func proxyRules(t *testing.T) map[string]bool {
+	t.Helper()
+	rules := map[string]bool{}
+	for _, cmd := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := exec.Command(cmd).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		table := ""
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "*") {
+				table = line
+			}
+			if !strings.Contains(line, "KUBE-") || strings.Contains(line, "KUBE-KUBELET-CANARY") {
+				continue
+			}
+			if i := strings.LastIndex(line, " ["); i > 0 && strings.HasPrefix(line, ":") {
+				line = line[:i]
+			}
+			rules[cmd+" "+table+" "+line] = true
+		}
+	}
+	return rules
+}
+
+// startServiceProxy starts an environment with the service proxy and the
+// probe image, skipping only when the machine cannot run one and CI is unset.
+func startServiceProxy(t *testing.T, archives ...string) *testenv.Environment {
+	t.Helper()
+	env, err := testenv.Start(t.Context(), testenv.WithServiceProxy(),
+		testenv.WithImageArchives(append([]string{buildProbe(t)}, archives...)...))
+	if err != nil {
+		testenv.SkipOrFail(t, err)
+	}
+	return env
+}
+
+// checkStopped stops env and checks that kube-proxy is gone with its rules,
+// and the bridge with it.
+func checkStopped(t *testing.T, env *testenv.Environment, rulesBefore map[string]bool) {
+	t.Helper()
+	var kubeProxy *testenv.Process
+	for _, p := range env.Processes() {
+		if p.Name == "kube-proxy" {
+			kubeProxy = p
+		}
+	}
+	if kubeProxy == nil {
+		t.Fatal("no kube-proxy among the environment's processes")
+	}
+	bridge, err := os.ReadFile(filepath.Join(env.Dir(), "node", "bridge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := syscall.Kill(kubeProxy.Pid(), 0); err == nil {
+		t.Errorf("kube-proxy (pid %d) still runs after Stop", kubeProxy.Pid())
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", string(bridge))); err == nil {
+		t.Errorf("bridge %s still exists after Stop", bridge)
+	}
+	if left := added(rulesBefore, proxyRules(t)); len(left) > 0 {
+		t.Errorf("kube-proxy rules left after Stop:\n%s", strings.Join(left, "\n"))
+	}
+	if _, err := os.Stat("/run/handlerkit-testenv-kube-proxy.rules"); err == nil {
+		t.Error("the kube-proxy rules marker is still there after Stop")
+	}
+}
+
+func TestServiceProxyPodsReachTheAPIServerThroughInClusterConfigAndServicesThroughClusterIPs(t *testing.T) {
+	echo, err := testimages.BuildEcho(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	buildProbe(t)
+	rulesBefore := proxyRules(t)
+	start := time.Now()
+	env := startServiceProxy(t, echo.File)
+	t.Logf("cluster with service proxy started in %s", time.Since(start).Round(time.Millisecond))
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			env.Stop()
+		}
+	})
+	ctx := t.Context()
+	client := env.Clientset()
+
+	// The apiserver listens on the bridge's gateway, and the kubernetes
+	// Service's endpoints point there.
+	host, err := url.Parse(env.Config().Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, podNet, _ := net.ParseCIDR(env.PodCIDR())
+	if ip := net.ParseIP(host.Hostname()); ip == nil || !podNet.Contains(ip) || ip.IsLoopback() {
+		t.Fatalf("Config().Host %s should be the gateway of the pod network %s", env.Config().Host, env.PodCIDR())
+	}
+	slices, err := client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var endpoints []string
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			for _, p := range s.Ports {
+				endpoints = append(endpoints, net.JoinHostPort(e.Addresses[0], fmt.Sprint(*p.Port)))
+			}
+		}
+	}
+	if len(endpoints) != 1 || endpoints[0] != host.Host {
+		t.Fatalf("kubernetes EndpointSlice endpoints %q, want [%s]", endpoints, host.Host)
+	}
+	svc, err := client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIP != testenv.KubernetesServiceIP {
+		t.Fatalf("kubernetes Service ClusterIP %s, want %s", svc.Spec.ClusterIP, testenv.KubernetesServiceIP)
+	}
+	during := proxyRules(t)
+	if !strings.Contains(strings.Join(added(rulesBefore, during), "\n"), "default/kubernetes:https") {
+		t.Fatalf("no kube-proxy rule for the kubernetes Service; added rules:\n%s", strings.Join(added(rulesBefore, during), "\n"))
+	}
+
+	ns, err := env.CreateNamespace(ctx, "incluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As an operator Deployment does: rest.InClusterConfig, no DNS, the
+	// pod's own ServiceAccount token and the CA from kube-root-ca.crt.
+	out := runProbe(t, env, ns, "whoami")
+	if want := "host https://" + testenv.KubernetesServiceIP + ":443\n"; !strings.Contains(out, want) {
+		t.Errorf("probe output lacks %q:\n%s", want, out)
+	}
+	if want := "user system:serviceaccount:" + ns + ":default\n"; !strings.Contains(out, want) {
+		t.Errorf("probe output lacks %q:\n%s", want, out)
+	}
+
+	// A ClusterIP Service in front of the echo server, from another pod.
+	_, err = client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Labels: map[string]string{"app": "echo"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "echo", Image: testimages.EchoRef,
+			ImagePullPolicy: corev1.PullNever, Env: []corev1.EnvVar{{Name: "POD_NAME", Value: "echo"}},
+			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/healthz", Port: intstr.FromInt32(testimages.EchoPort)}}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoSvc, err := client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "echo"}, Ports: []corev1.ServicePort{{
+			Port: 80, TargetPort: intstr.FromInt32(testimages.EchoPort)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		out, err := exec.CommandContext(ctx, "iptables-save", "-t", "nat").Output()
+		for _, line := range bytes.Split(out, []byte("\n")) {
+			if err == nil && bytes.Contains(line, []byte(ns+"/echo")) && bytes.Contains(line, []byte("-j DNAT")) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("kube-proxy has no endpoint rule for %s/echo: %v", ns, err)
+	}
+	out = runProbe(t, env, ns, "clusterip", "-api=false", "-get", "http://"+echoSvc.Spec.ClusterIP+"/via-service")
+	if want := "body hello from echo path=/via-service\n"; !strings.Contains(out, want) {
+		t.Errorf("probe through the echo Service: output lacks %q:\n%s", want, out)
+	}
+
+	stopped = true
+	checkStopped(t, env, rulesBefore)
+}
+
+func TestServiceProxyEnvironmentsTakeTurns(t *testing.T) {
+	rulesBefore := proxyRules(t)
+	first := startServiceProxy(t)
+	firstStopped := false
+	type result struct {
+		env *testenv.Environment
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		env, err := testenv.Start(context.Background(), testenv.WithServiceProxy(),
+			testenv.WithImageArchives(buildProbe(t)), testenv.WithStartTimeout(3*time.Minute))
+		second <- result{env, err}
+	}()
+	t.Cleanup(func() {
+		// The first goes first: the second waits for it.
+		if !firstStopped {
+			first.Stop()
+		}
+		if r, ok := <-second; ok && r.env != nil {
+			r.env.Stop()
+		}
+	})
+	// While the second waits for the lock, the first keeps working.
+	ns, err := first.CreateNamespace(t.Context(), "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := runProbe(t, first, ns, "whoami"); !strings.Contains(out, "user system:serviceaccount:"+ns+":default") {
+		t.Fatalf("first environment's probe: %s", out)
+	}
+	select {
+	case r := <-second:
+		second <- r
+		t.Fatalf("a second service-proxy environment started while the first runs (err %v)", r.err)
+	default:
+	}
+	firstStopped = true
+	checkStopped(t, first, rulesBefore)
+
+	var r result
+	select {
+	case r = <-second:
+	case <-time.After(4 * time.Minute):
+		t.Fatal("the second environment did not start after the first stopped")
+	}
+	close(second)
+	if r.err != nil {
+		t.Fatalf("second environment: %v", r.err)
+	}
+	ns, err = r.env.CreateNamespace(t.Context(), "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := runProbe(t, r.env, ns, "whoami"); !strings.Contains(out, "user system:serviceaccount:"+ns+":default") {
+		t.Fatalf("second environment's probe: %s", out)
+	}
+	checkStopped(t, r.env, rulesBefore)
+}
