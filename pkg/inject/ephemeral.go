@@ -171,13 +171,21 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 }
 
 // SecurityContext is the ephemeral container's security context: as small as
-// the job allows. When the JVM's user and group are known, jmx-attach runs as
-// that user with every capability dropped, which the restricted Pod Security
-// level admits. Otherwise it runs as root with the capabilities needed to
-// reach a process of another user (SYS_PTRACE for /proc/<pid>/root, SETUID
-// and SETGID to connect with the JVM's credentials, KILL for SIGQUIT,
-// DAC_OVERRIDE, CHOWN and FOWNER for the copies), which the baseline level
-// refuses too; the operator's docs say how to make the user known.
+// the job allows.
+//
+//   - A JVM of a known non-root user: jmx-attach runs as that user and group
+//     with every capability dropped, which the restricted Pod Security level
+//     admits.
+//   - A JVM running as root: jmx-attach runs as root with exactly the
+//     capabilities of the JVM's container (the kernel lets a process read
+//     another's /proc entries only if it holds every capability the other
+//     holds), which is what the namespace already admitted for the target.
+//   - A JVM whose user is unknown (neither the container status nor a
+//     runAsUser says it): root with the capabilities to reach a process of
+//     any user: SYS_PTRACE for its /proc entries, SETUID and SETGID to connect
+//     with its credentials, KILL for SIGQUIT, DAC_OVERRIDE, CHOWN and FOWNER
+//     for the copies. The baseline level refuses SYS_PTRACE; docs/operator.md
+//     says how to make the user known.
 func SecurityContext(t Target) *corev1.SecurityContext {
 	sc := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
@@ -185,16 +193,24 @@ func SecurityContext(t Target) *corev1.SecurityContext {
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
-	if t.UID != nil && t.GID != nil {
+	switch {
+	case t.UID != nil && t.GID != nil && *t.UID != 0:
 		sc.RunAsUser = ptr.To(*t.UID)
 		sc.RunAsGroup = ptr.To(*t.GID)
-		sc.RunAsNonRoot = ptr.To(*t.UID != 0)
-		return sc
+		sc.RunAsNonRoot = ptr.To(true)
+	case t.UID != nil && t.GID != nil:
+		sc.RunAsUser = ptr.To(int64(0))
+		sc.RunAsGroup = ptr.To(*t.GID)
+		sc.RunAsNonRoot = ptr.To(false)
+		if len(t.Capabilities) > 0 {
+			sc.Capabilities.Add = append([]corev1.Capability(nil), t.Capabilities...)
+		}
+	default:
+		sc.RunAsUser = ptr.To(int64(0))
+		sc.RunAsGroup = ptr.To(int64(0))
+		sc.RunAsNonRoot = ptr.To(false)
+		sc.Capabilities.Add = []corev1.Capability{"SYS_PTRACE", "SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "CHOWN", "FOWNER"}
 	}
-	sc.RunAsUser = ptr.To(int64(0))
-	sc.RunAsGroup = ptr.To(int64(0))
-	sc.RunAsNonRoot = ptr.To(false)
-	sc.Capabilities.Add = []corev1.Capability{"SYS_PTRACE", "SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "CHOWN", "FOWNER"}
 	return sc
 }
 

@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -19,6 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/handlerkit/handlerkit/pkg/jvm"
 )
 
 // The Exec strategy's two commands. They are constants: every value they
@@ -55,20 +56,20 @@ func (s *Exec) Inject(ctx context.Context, t Target, r Request) (Outcome, error)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("read the agent jar: %w", err)
 	}
-	bundle, err := Bundle(jar, r.Config)
+	stdin, err := bundle(jar, r.Config)
 	if err != nil {
 		return Outcome{}, err
 	}
-	return s.run(ctx, t, append([]string{"inject"}, append(injectArgs(r, false), "--bundle-stdin")...), bundle)
+	return s.run(ctx, t, append([]string{"inject"}, append(injectArgs(r, false), "--bundle-stdin")...), stdin)
 }
 
 // Reconfigure implements Strategy.
 func (s *Exec) Reconfigure(ctx context.Context, t Target, r Request) (Outcome, error) {
-	bundle, err := Bundle(nil, r.Config)
+	stdin, err := bundle(nil, r.Config)
 	if err != nil {
 		return Outcome{}, err
 	}
-	return s.run(ctx, t, append([]string{"reconfigure"}, append(reconfigureArgs(r, false), "--bundle-stdin")...), bundle)
+	return s.run(ctx, t, append([]string{"reconfigure"}, append(reconfigureArgs(r, false), "--bundle-stdin")...), stdin)
 }
 
 func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (Outcome, error) {
@@ -128,27 +129,11 @@ func (s *Exec) exec(ctx context.Context, t Target, command []string, stdin io.Re
 	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 
-// Bundle is the tar stream `jmx-attach --bundle-stdin` reads: agent.jar
-// (omitted when jar is nil, for reconfigure) and config.yaml.
-func Bundle(jar, config []byte) ([]byte, error) {
+// bundle is the stdin of `jmx-attach --bundle-stdin`: the agent jar (nil for
+// reconfigure) and the config, as jvm.WriteBundle writes them.
+func bundle(jar, config []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	add := func(name string, data []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o444, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err := tw.Write(data)
-		return err
-	}
-	if jar != nil {
-		if err := add("agent.jar", jar); err != nil {
-			return nil, fmt.Errorf("bundle: %w", err)
-		}
-	}
-	if err := add("config.yaml", config); err != nil {
-		return nil, fmt.Errorf("bundle: %w", err)
-	}
-	if err := tw.Close(); err != nil {
+	if err := jvm.WriteBundle(&buf, jar, config); err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	return buf.Bytes(), nil

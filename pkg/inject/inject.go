@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +62,48 @@ type Target struct {
 	// EphemeralContainer strategy runs jmx-attach as that user with every
 	// capability dropped.
 	UID, GID *int64
+	// Capabilities are the capabilities the container's processes hold (its
+	// runtime's default set, changed by its securityContext). When the JVM
+	// runs as root, the kernel lets another process read its /proc entries
+	// only if that process holds every capability the JVM holds, so a root
+	// helper gets exactly these.
+	Capabilities []corev1.Capability
+}
+
+// DefaultCapabilities is the capability set container runtimes (containerd,
+// CRI-O, Docker) give a container that does not change it.
+var DefaultCapabilities = []corev1.Capability{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
+	"MKNOD", "NET_BIND_SERVICE", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+
+// ContainerCapabilities is the capability set of a container with the given
+// security context: DefaultCapabilities without the dropped ones ("ALL"
+// drops every one), plus the added ones.
+func ContainerCapabilities(sc *corev1.SecurityContext) []corev1.Capability {
+	if sc != nil && sc.Privileged != nil && *sc.Privileged {
+		return []corev1.Capability{"ALL"}
+	}
+	set := map[corev1.Capability]bool{}
+	for _, c := range DefaultCapabilities {
+		set[c] = true
+	}
+	if sc != nil && sc.Capabilities != nil {
+		for _, d := range sc.Capabilities.Drop {
+			if strings.EqualFold(string(d), "ALL") {
+				set = map[corev1.Capability]bool{}
+				break
+			}
+			delete(set, corev1.Capability(strings.TrimPrefix(strings.ToUpper(string(d)), "CAP_")))
+		}
+		for _, a := range sc.Capabilities.Add {
+			set[corev1.Capability(strings.TrimPrefix(strings.ToUpper(string(a)), "CAP_"))] = true
+		}
+	}
+	out := make([]corev1.Capability, 0, len(set))
+	for c := range set {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 // String names the target for logs and errors.

@@ -49,6 +49,9 @@ func (p *Pool) TryRun(ctx context.Context, key string, job func(ctx context.Cont
 			return
 		}
 		defer func() { <-p.sem }()
+		if ctx.Err() != nil {
+			return // ended while it waited
+		}
 		job(ctx)
 	}()
 	return true

@@ -63,6 +63,11 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) {
 
 func (r *Reconciler) target(j *job, cs corev1.ContainerStatus) inject.Target {
 	t := inject.Target{Pod: j.pod, Container: cs.Name, ContainerID: cs.ContainerID}
+	for _, c := range j.pod.Spec.Containers {
+		if c.Name == cs.Name {
+			t.Capabilities = inject.ContainerCapabilities(c.SecurityContext)
+		}
+	}
 	if cs.User != nil && cs.User.Linux != nil {
 		t.UID, t.GID = ptrTo(cs.User.Linux.UID), ptrTo(cs.User.Linux.GID)
 		return t
@@ -367,5 +372,9 @@ var _ sdk.Handler = (*Reconciler)(nil)
 
 // startedAt is the JVM's start time from its result, when jmx-attach knew it.
 func startedAt(res jvm.InjectResult) *metav1.Time {
-	return nil
+	if res.StartedAt.IsZero() {
+		return nil
+	}
+	t := metav1.NewTime(res.StartedAt)
+	return &t
 }

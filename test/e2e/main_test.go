@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
@@ -290,6 +291,18 @@ func dumpOperatorLogs(t *testing.T, ns string) {
 	if err != nil {
 		return
 	}
+	all, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, p := range all.Items {
+			for _, st := range p.Status.EphemeralContainerStatuses {
+				if st.State.Terminated != nil {
+					t.Logf("pod %s ephemeral container %s exited %d: %s", p.Name, st.Name, st.State.Terminated.ExitCode, st.State.Terminated.Message)
+				} else {
+					t.Logf("pod %s ephemeral container %s: %+v", p.Name, st.Name, st.State)
+				}
+			}
+		}
+	}
 	for _, p := range pods.Items {
 		b, err := kube.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To(int64(150))}).Do(ctx).Raw()
 		if err == nil {
@@ -500,3 +513,20 @@ func hasEvent(evs []corev1.Event, reason string) bool {
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+// execIn runs command in a container and returns its stdout and stderr.
+func execIn(t *testing.T, ns, pod, container string, command []string) (string, string, error) {
+	t.Helper()
+	req := kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: command, Stdout: true, Stderr: true},
+			scheme.ParameterCodec)
+	ex, err := remotecommand.NewWebSocketExecutor(env.Config(), "GET", req.URL().String())
+	if err != nil {
+		return "", "", err
+	}
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	return stdout.String(), stderr.String(), err
+}

@@ -1,0 +1,226 @@
+package inject
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/handlerkit/handlerkit/pkg/jvm"
+)
+
+func TestParseOutcome(t *testing.T) {
+	ok := jvm.InjectResult{PID: 7, NSPID: 1, MainClass: "app.jar", Status: jvm.OutcomeOK, Port: 9404}
+	bad := jvm.InjectResult{PID: 8, NSPID: 2, Status: jvm.OutcomeError, Reason: jvm.ReasonPortInUse, Message: "taken", Port: 9405}
+	lines := jvm.FormatTerminationLog([]jvm.InjectResult{ok, bad})
+	o, err := parseOutcome(lines, exitSomeFailed)
+	if err != nil || len(o.Results) != 2 || o.Results[0].Port != 9404 || o.Results[1].Reason != jvm.ReasonPortInUse {
+		t.Fatalf("outcome %+v, %v", o, err)
+	}
+	// Noise on stdout around the JSON lines is kept as detail, not lost.
+	o, err = parseOutcome(append([]byte("warning: something\n"), lines...), 0)
+	if err != nil || len(o.Results) != 2 || !strings.Contains(o.Detail, "warning") {
+		t.Fatalf("outcome %+v, %v", o, err)
+	}
+	o, err = parseOutcome([]byte("jmx-attach: no JVM found\n"), exitNoJVM)
+	if err != nil || !o.NoJVM {
+		t.Fatalf("no JVM: %+v, %v", o, err)
+	}
+	// Refused before any JVM was touched: a result without results, not an
+	// unknown outcome.
+	o, err = parseOutcome([]byte("jmx-attach: config: unknown key rule\n"), exitInvalidArgs)
+	if err != nil || len(o.Results) != 0 || !strings.Contains(o.Detail, "unknown key") {
+		t.Fatalf("invalid args: %+v, %v", o, err)
+	}
+	// Anything else without a result is unknown: retry.
+	if _, err := parseOutcome([]byte("killed"), 137); err == nil {
+		t.Fatal("exit 137 without a result: no error")
+	}
+	if _, err := parseOutcome(nil, 0); err == nil {
+		t.Fatal("exit 0 without a result: no error")
+	}
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+func TestEphemeralContainerNamesAreDeterministicPerContainerStart(t *testing.T) {
+	a := InjectContainerPrefix("app", "containerd://aaaa")
+	if a != InjectContainerPrefix("app", "containerd://aaaa") {
+		t.Fatal("not deterministic")
+	}
+	if a == InjectContainerPrefix("app", "containerd://bbbb") || a == InjectContainerPrefix("web", "containerd://aaaa") {
+		t.Fatal("another container start gets the same name")
+	}
+	cfg := ReconfigureContainerPrefix("app", "containerd://aaaa", []byte("rules: []"))
+	if cfg == ReconfigureContainerPrefix("app", "containerd://aaaa", []byte("rules: [x]")) {
+		t.Fatal("another config gets the same name")
+	}
+	for _, p := range []string{a, cfg} {
+		name := p + "99"
+		if len(name) > 63 || !dnsLabel.MatchString(name) {
+			t.Errorf("%q is not a DNS label", name)
+		}
+	}
+}
+
+func TestLatestAttempt(t *testing.T) {
+	prefix := InjectContainerPrefix("app", "id")
+	pod := &corev1.Pod{}
+	if _, n, _ := latestAttempt(pod, prefix); n != 0 {
+		t.Fatalf("empty pod: attempt %d", n)
+	}
+	for _, n := range []string{"1", "2", "10"} {
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers,
+			corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: prefix + n}})
+	}
+	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers,
+		corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger"}})
+	pod.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{
+		{Name: prefix + "1", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}},
+		{Name: prefix + "10", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+	}
+	name, n, running := latestAttempt(pod, prefix)
+	if name != prefix+"10" || n != 10 || !running {
+		t.Fatalf("latest %q %d %v", name, n, running)
+	}
+	pod.Status.EphemeralContainerStatuses[1].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
+	if _, _, running := latestAttempt(pod, prefix); running {
+		t.Fatal("a terminated attempt counted as running")
+	}
+}
+
+func TestSecurityContext(t *testing.T) {
+	// A known non-root user: that user, nothing else.
+	sc := SecurityContext(Target{UID: ptr.To(int64(1001)), GID: ptr.To(int64(1002))})
+	if *sc.RunAsUser != 1001 || *sc.RunAsGroup != 1002 || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation ||
+		len(sc.Capabilities.Add) != 0 || sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("non-root: %+v", sc)
+	}
+	// Root: exactly the target's capabilities.
+	caps := ContainerCapabilities(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW", "CAP_MKNOD"}}})
+	sc = SecurityContext(Target{UID: ptr.To(int64(0)), GID: ptr.To(int64(0)), Capabilities: caps})
+	if *sc.RunAsUser != 0 || len(sc.Capabilities.Add) != len(DefaultCapabilities)-2 {
+		t.Errorf("root: %+v", sc.Capabilities)
+	}
+	for _, c := range sc.Capabilities.Add {
+		if c == "NET_RAW" || c == "MKNOD" || c == "SYS_PTRACE" {
+			t.Errorf("root helper holds %s", c)
+		}
+	}
+	if got := ContainerCapabilities(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}}}); len(got) != 1 || got[0] != "NET_BIND_SERVICE" {
+		t.Errorf("drop ALL add one: %v", got)
+	}
+	// Unknown user: root with what reaching any user takes.
+	sc = SecurityContext(Target{})
+	if *sc.RunAsUser != 0 || !containsCap(sc.Capabilities.Add, "SYS_PTRACE") || !containsCap(sc.Capabilities.Add, "SETUID") {
+		t.Errorf("unknown: %+v", sc.Capabilities)
+	}
+}
+
+func containsCap(list []corev1.Capability, c corev1.Capability) bool {
+	for _, x := range list {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+func TestBundleIsWhatJmxAttachReads(t *testing.T) {
+	b, err := bundle([]byte("jar bytes"), []byte("rules: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := jvm.ReadBundle(bytes.NewReader(b), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.AgentJar) != "jar bytes" || string(got.Config) != "rules: []\n" {
+		t.Fatalf("bundle %+v", got)
+	}
+	b, err = bundle(nil, []byte("rules: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jvm.ReadBundle(bytes.NewReader(b), false); err != nil {
+		t.Fatalf("config-only bundle: %v", err)
+	}
+}
+
+func TestExecArgumentsAreNeverPartOfTheScript(t *testing.T) {
+	// The scripts are constants; values (a pattern from a spec, here) arrive
+	// as separate argv elements after the script, which sh gives the script
+	// as "$0" and "$@" without parsing them.
+	args := append([]string{"/bin/sh", "-c", runScript, "/tmp/x/jmx-attach"}, injectArgs(Request{Port: 9404, JVMs: []string{"$(reboot)"}}, false)...)
+	if args[2] != runScript || strings.Contains(runScript, "reboot") || !containsArg(args, "$(reboot)") {
+		t.Fatalf("argv %q", args)
+	}
+}
+
+func containsArg(args []string, a string) bool {
+	for _, x := range args {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPoolRunsOneJobPerKeyAndBoundsParallelism(t *testing.T) {
+	p := NewPool(2)
+	var running, peak atomic.Int32
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	job := func(ctx context.Context) {
+		n := running.Add(1)
+		for {
+			old := peak.Load()
+			if n <= old || peak.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		started.Done()
+		<-release
+		running.Add(-1)
+	}
+	started.Add(2)
+	for _, k := range []string{"a", "b", "c"} {
+		if !p.TryRun(context.Background(), k, job) {
+			t.Fatalf("%s not started", k)
+		}
+	}
+	if p.TryRun(context.Background(), "a", job) {
+		t.Fatal("a second job for key a started while the first is queued or running")
+	}
+	started.Wait()
+	time.Sleep(50 * time.Millisecond)
+	if peak.Load() != 2 {
+		t.Fatalf("peak %d, want 2", peak.Load())
+	}
+	started.Add(1)
+	close(release)
+	p.Wait()
+	if p.Len() != 0 || p.Busy("a") {
+		t.Fatal("jobs left")
+	}
+	// A cancelled context drops a job that waits for a slot.
+	ctx, cancel := context.WithCancel(context.Background())
+	block := make(chan struct{})
+	p.TryRun(context.Background(), "x", func(context.Context) { <-block })
+	p.TryRun(context.Background(), "y", func(context.Context) { <-block })
+	ran := false
+	p.TryRun(ctx, "z", func(context.Context) { ran = true })
+	cancel()
+	close(block)
+	p.Wait()
+	if ran {
+		t.Fatal("a job whose context ended while queued ran")
+	}
+}

@@ -1,0 +1,163 @@
+package operator
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+	"github.com/handlerkit/handlerkit/pkg/inject"
+	"github.com/handlerkit/handlerkit/pkg/jvm"
+)
+
+func TestClassify(t *testing.T) {
+	ok := jvm.InjectResult{PID: 10, NSPID: 1, MainClass: "app.jar", Status: jvm.OutcomeOK, Port: 9404,
+		StartedAt: time.Unix(1700000000, 0)}
+	already := jvm.InjectResult{NSPID: 2, MainClass: "b", Status: jvm.OutcomeAlreadyInjected, Port: 9405}
+	fail := func(r jvm.Reason) jvm.InjectResult {
+		return jvm.InjectResult{NSPID: 3, MainClass: "c", Status: jvm.OutcomeError, Reason: r, Message: "m", Port: 9406}
+	}
+	cases := []struct {
+		name   string
+		out    inject.Outcome
+		err    error
+		class  string
+		reason string
+		jvms   int
+	}{
+		{"unknown outcome", inject.Outcome{}, errors.New("timeout"), resultRetry, "Unknown", 0},
+		{"no JVM", inject.Outcome{NoJVM: true}, nil, resultSuccess, jmxv1alpha1.ReasonNoJVMFound, 0},
+		{"refused request", inject.Outcome{Detail: "bad"}, nil, resultFailure, "InvalidRequest", 0},
+		{"ok and already", inject.Outcome{Results: []jvm.InjectResult{ok, already}}, nil, resultSuccess, "", 2},
+		{"attach disabled is permanent", inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonAttachDisabled)}}, nil, resultFailure, jmxv1alpha1.ReasonAttachDisabled, 1},
+		{"agent start failed is permanent", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonAgentStartFailed)}}, nil, resultFailure, jmxv1alpha1.ReasonAgentStartFailed, 0},
+		{"port in use is permanent", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonPortInUse)}}, nil, resultFailure, jmxv1alpha1.ReasonPortInUse, 0},
+		{"dynamic loading disabled", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonDynamicLoadingDisabled)}}, nil, resultFailure, jmxv1alpha1.ReasonDynamicLoadingDisabled, 0},
+		{"attach timeout retries", inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonAttachTimeout)}}, nil, resultRetry, "AttachTimeout", 0},
+		{"a transient failure wins over a permanent one", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonPortInUse), fail(jvm.ReasonConnectFailed)}}, nil, resultRetry, "ConnectFailed", 0},
+	}
+	for _, c := range cases {
+		got := classify(c.out, c.err)
+		if got.class != c.class || got.reason != c.reason || len(got.jvms) != c.jvms {
+			t.Errorf("%s: %+v, want %s %s with %d JVMs", c.name, got, c.class, c.reason, c.jvms)
+		}
+	}
+	got := classify(inject.Outcome{Results: []jvm.InjectResult{ok}}, nil)
+	if j := got.jvms[0]; j.PID != 1 || j.Port != 9404 || j.Main != "app.jar" || j.StartedAt == nil || !j.StartedAt.Time.Equal(ok.StartedAt) {
+		t.Errorf("JVM record %+v", j)
+	}
+}
+
+func TestRecordRoundTripAndAnnotations(t *testing.T) {
+	now := metav1.Now()
+	rec := PodRecord{Exporter: "orders", Containers: map[string]ContainerRecord{
+		"app":    {ContainerID: "containerd://a", Port: 9404, InjectedAt: &now, JVMs: []JVMRecord{{PID: 1, Port: 9405}, {PID: 2, Port: 9404}}},
+		"side":   {ContainerID: "containerd://b", NoJVM: true},
+		"broken": {ContainerID: "containerd://c", Failure: &Failure{Reason: "PortInUse"}},
+	}}
+	ann, err := rec.annotations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *ann[AnnotationPorts] != "9404,9405" || *ann[AnnotationPort] != "9404" || *ann[AnnotationScrape] != "true" || *ann[AnnotationPath] != "/metrics" {
+		t.Errorf("annotations %v", ann)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationAgents: *ann[AnnotationAgents]}}}
+	back := readRecord(pod)
+	if back.Exporter != "orders" || len(back.Containers) != 3 || back.Containers["broken"].Failure.Reason != "PortInUse" {
+		t.Errorf("read back %+v", back)
+	}
+	if _, ok := back.current("app", "containerd://other"); ok {
+		t.Error("a record of another container start applies")
+	}
+	if c, ok := back.current("app", "containerd://a"); !ok || len(c.JVMs) != 2 {
+		t.Error("the current start's record does not apply")
+	}
+	// No JVM with the agent: the scrape annotations are removed (null).
+	ann, _ = PodRecord{Exporter: "x", Containers: map[string]ContainerRecord{"side": {NoJVM: true}}}.annotations()
+	if v, ok := ann[AnnotationScrape]; !ok || v != nil {
+		t.Errorf("scrape annotation %v, want an explicit null", v)
+	}
+	// An unreadable record is an empty one, not a crash.
+	pod.Annotations[AnnotationAgents] = "{not json"
+	if r := readRecord(pod); r.Exporter != "" || r.Containers == nil {
+		t.Errorf("garbage record %+v", r)
+	}
+	if _, err := json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOwnerOfIsTheOldestSelectingExporter(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "a", "tier": "web"}}}
+	at := func(name string, sec int64, labels map[string]string) jmxv1alpha1.PrometheusJmxExporter {
+		return jmxv1alpha1.PrometheusJmxExporter{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Unix(sec, 0)},
+			Spec: jmxv1alpha1.PrometheusJmxExporterSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}}}
+	}
+	exs := []jmxv1alpha1.PrometheusJmxExporter{
+		at("newer", 200, map[string]string{"app": "a"}),
+		at("older", 100, map[string]string{"tier": "web"}),
+		at("oldest-other", 50, map[string]string{"app": "b"}),
+		at("empty", 10, map[string]string{}),
+	}
+	if o := ownerOf(pod, exs); o == nil || o.Name != "older" {
+		t.Fatalf("owner %v", o)
+	}
+	exs = append(exs, at("also-older", 100, map[string]string{"app": "a"}))
+	if o := ownerOf(pod, exs); o.Name != "also-older" {
+		t.Fatalf("tie: owner %s, want the first by name", o.Name)
+	}
+}
+
+func TestBasePortSkipsOtherContainersPorts(t *testing.T) {
+	rec := PodRecord{Exporter: "x", Containers: map[string]ContainerRecord{
+		"a": {ContainerID: "id-a", JVMs: []JVMRecord{{Port: 9404}, {Port: 9405}}},
+		"b": {ContainerID: "old-b", JVMs: []JVMRecord{{Port: 9406}}},
+	}}
+	ann, _ := rec.annotations()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationAgents: *ann[AnnotationAgents]}}}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", ContainerID: "id-a"}, {Name: "b", ContainerID: "id-b"}, {Name: "c", ContainerID: "id-c"}}
+	if p := basePort(pod, "c", 9404); p != 9406 {
+		t.Errorf("c: %d, want 9406 (b's old start no longer counts)", p)
+	}
+	if p := basePort(pod, "a", 9404); p != 9404 {
+		t.Errorf("a: %d, want its own 9404", p)
+	}
+}
+
+func TestTrimPodKeepsWhatTheOperatorReads(t *testing.T) {
+	uid := int64(1000)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "n", UID: "u", Labels: map[string]string{"a": "b"},
+			Annotations: map[string]string{"k": "v"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "big", Env: []corev1.EnvVar{{Name: "X", Value: "Y"}},
+			SecurityContext: &corev1.SecurityContext{RunAsUser: &uid}}}, Volumes: []corev1.Volume{{Name: "v"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.5",
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "cid", Image: "big",
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
+	}
+	obj, err := TrimPod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*corev1.Pod)
+	if got.Name != "p" || got.UID != "u" || got.Labels["a"] != "b" || got.Annotations["k"] != "v" || got.Status.PodIP != "10.0.0.5" ||
+		got.Status.ContainerStatuses[0].ContainerID != "cid" || *got.Spec.Containers[0].SecurityContext.RunAsUser != 1000 {
+		t.Errorf("trimmed away something read: %+v", got)
+	}
+	if len(got.ManagedFields) != 0 || got.Spec.Containers[0].Image != "" || len(got.Spec.Containers[0].Env) != 0 || len(got.Spec.Volumes) != 0 {
+		t.Errorf("kept what is not read: %+v", got)
+	}
+}
+
+func TestCamel(t *testing.T) {
+	for in, want := range map[string]string{"port-not-permitted": "PortNotPermitted", "internal": "Internal", "": "Unknown"} {
+		if got := camel(in); got != want {
+			t.Errorf("camel(%q) = %q", in, got)
+		}
+	}
+}
