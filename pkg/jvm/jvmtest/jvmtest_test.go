@@ -91,6 +91,9 @@ func TestStartJVMInPrivateNamespacesGetsPidOne(t *testing.T) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestJMXExporterJarIsTheRealAgent(t *testing.T) {
+	// A cache of its own: the corruption below must not reach other test
+	// binaries that read the shared cache meanwhile.
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	jar, err := JMXExporterJar(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,244 @@
+// Package manifest reads the YAML manifests under deploy/ and applies them to
+// a cluster with server-side apply, the way `kubectl apply --server-side`
+// does. It understands the small subset of kustomization.yaml that deploy/
+// uses (resources, namespace, images), so that the demo and the tests apply
+// exactly what a cluster admin applies with `kubectl apply -k`.
+package manifest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+)
+
+// FieldManager is the field manager of Apply's writes.
+const FieldManager = "handlerkit-manifest"
+
+// ReadFile returns the objects of a multi-document YAML file.
+func ReadFile(file string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(data)
+}
+
+// Decode returns the objects of a multi-document YAML stream; empty
+// documents are skipped, and a document without apiVersion or kind is an
+// error.
+func Decode(data []byte) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for i := 0; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.GetAPIVersion() == "" || u.GetKind() == "" {
+			return nil, fmt.Errorf("document %d: no apiVersion or kind", i)
+		}
+		out = append(out, u)
+	}
+}
+
+// kustomization is the subset of kustomization.yaml that Build understands.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Namespace  string   `json:"namespace"`
+	Resources  []string `json:"resources"`
+	Images     []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName"`
+		NewTag  string `json:"newTag"`
+	} `json:"images"`
+}
+
+// Build reads dir/kustomization.yaml and returns its resources (files, or
+// directories with a kustomization of their own), with its namespace set on
+// every namespaced object and its image overrides applied to every container.
+// Fields it does not understand are an error rather than silently ignored.
+func Build(dir string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var k kustomization
+	if err := yaml.UnmarshalStrict(data, &k); err != nil {
+		return nil, fmt.Errorf("%s/kustomization.yaml: %w (only resources, namespace and images are supported here; use kubectl apply -k for more)", dir, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, res := range k.Resources {
+		p := filepath.Join(dir, res)
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		var got []*unstructured.Unstructured
+		if info.IsDir() {
+			got, err = Build(p)
+		} else {
+			got, err = ReadFile(p)
+		}
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, got...)
+	}
+	for _, o := range objs {
+		if k.Namespace != "" && namespaced(o) {
+			o.SetNamespace(k.Namespace)
+			setSubjectNamespaces(o, k.Namespace)
+		}
+		for _, img := range k.Images {
+			replaceImage(o, img.Name, img.NewName, img.NewTag)
+		}
+	}
+	return objs, nil
+}
+
+// clusterScoped kinds among those deploy/ holds.
+var clusterScoped = map[string]bool{"CustomResourceDefinition": true, "ClusterRole": true,
+	"ClusterRoleBinding": true, "Namespace": true}
+
+func namespaced(o *unstructured.Unstructured) bool { return !clusterScoped[o.GetKind()] }
+
+// setSubjectNamespaces points a binding's ServiceAccount subjects at ns, as
+// kustomize does.
+func setSubjectNamespaces(o *unstructured.Unstructured, ns string) {
+	if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
+		return
+	}
+	subjects, ok, _ := unstructured.NestedSlice(o.Object, "subjects")
+	if !ok {
+		return
+	}
+	for _, s := range subjects {
+		if m, ok := s.(map[string]any); ok && m["kind"] == "ServiceAccount" {
+			m["namespace"] = ns
+		}
+	}
+	_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
+}
+
+// replaceImage rewrites containers whose image is name (with any tag).
+func replaceImage(o *unstructured.Unstructured, name, newName, newTag string) {
+	containers, ok, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	if !ok {
+		return
+	}
+	for _, c := range containers {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		img, _ := m["image"].(string)
+		base, tag := img, ""
+		if i := strings.LastIndex(img, ":"); i > strings.LastIndex(img, "/") {
+			base, tag = img[:i], img[i+1:]
+		}
+		if base != name {
+			continue
+		}
+		if newName != "" {
+			base = newName
+		}
+		if newTag != "" {
+			tag = newTag
+		}
+		if tag != "" {
+			m["image"] = base + ":" + tag
+		} else {
+			m["image"] = base
+		}
+	}
+	_ = unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
+}
+
+// Applier applies objects with server-side apply.
+type Applier struct {
+	dyn    dynamic.Interface
+	mapper meta.ResettableRESTMapper
+}
+
+// NewApplier returns an Applier for the cluster cfg points at.
+func NewApplier(cfg *rest.Config) (*Applier, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+}
+
+// Apply applies every object in order (server-side apply, forcing
+// conflicts), with defaultNamespace for namespaced objects that have none.
+// A kind the server does not know yet (a CRD applied just before) is looked
+// up again after a discovery reset.
+func (a *Applier) Apply(ctx context.Context, defaultNamespace string, objs ...*unstructured.Unstructured) error {
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if meta.IsNoMatchError(err) {
+			a.mapper.Reset()
+			m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+		}
+		var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			ns := o.GetNamespace()
+			if ns == "" {
+				ns = defaultNamespace
+			}
+			ri = a.dyn.Resource(m.Resource).Namespace(ns)
+		}
+		data, err := o.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data,
+			metav1.PatchOptions{FieldManager: FieldManager, Force: ptrTrue()}); err != nil {
+			return fmt.Errorf("apply %s %s: %w", gvk.Kind, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func ptrTrue() *bool { b := true; return &b }
