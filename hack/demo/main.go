@@ -1,0 +1,364 @@
+// Command demo is `make demo`: the PrometheusJmxExporter operator loading the
+// real jmx_exporter agent into a running JVM, on a real local cluster, with no
+// Docker and no cluster of your own.
+//
+// It starts a local cluster (pkg/testenv: control plane, a real node with
+// containerd and runc, Services through a real kube-proxy), loads the images
+// that `make images` built, installs the CRD, deploys the operator from
+// deploy/overlays/local (its ServiceAccount, RBAC and Deployment, running in
+// the cluster), starts the sample Java application and applies the sample
+// exporter from deploy/samples. It waits until the exporter's status lists
+// the JVM's endpoint, scrapes it and prints a few JVM metrics and the kubectl
+// lines to try, then runs until Ctrl-C and removes everything it started.
+//
+// With KUBECONFIG set, it uses that cluster instead of starting one: the
+// images must be available there (see docs/operator.md), and it leaves the
+// cluster's namespace and CRD in place for you to inspect.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/handlerkit/handlerkit/internal/manifest"
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+	"github.com/handlerkit/handlerkit/pkg/generated/clientset/versioned"
+	"github.com/handlerkit/handlerkit/pkg/images/testimages"
+	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
+	"github.com/handlerkit/handlerkit/pkg/testenv"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("==> "+format+"\n", args...)
+}
+
+func run() error {
+	timeout := flag.Duration("timeout", 10*time.Minute, "how long to wait for each step")
+	exitAfter := flag.Bool("exit", false, "stop after printing the metrics instead of waiting for Ctrl-C (for tests)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+
+	cfg, kubeconfig, cleanup, err := cluster(ctx, root)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	jmx, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	applier, err := manifest.NewApplier(cfg)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	step("installing the operator from deploy/overlays/local (CRD, ServiceAccount, RBAC, Deployment)")
+	objs, err := manifest.Build(filepath.Join(root, "deploy", "overlays", "local"))
+	if err != nil {
+		return err
+	}
+	ns := ""
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			ns = o.GetNamespace()
+		}
+	}
+	if _, err := kube.CoreV1().Namespaces().Create(wctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := waitServiceAccount(wctx, kube, ns); err != nil {
+		return err
+	}
+	if err := applyWithRetry(wctx, applier, ns, objs); err != nil {
+		return err
+	}
+	step("waiting for the operator (2 replicas, one leader) to be ready in namespace %s", ns)
+	if err := waitDeployment(wctx, kube, ns, "prometheus-jmx-exporter-operator"); err != nil {
+		return err
+	}
+
+	step("starting the sample Java application and applying the sample exporter (deploy/samples)")
+	samples, err := manifest.Build(filepath.Join(root, "deploy", "samples"))
+	if err != nil {
+		return err
+	}
+	if err := applyWithRetry(wctx, applier, ns, samples); err != nil {
+		return err
+	}
+	if err := waitDeployment(wctx, kube, ns, "orders"); err != nil {
+		return err
+	}
+	step("waiting for the operator to load the agent into the running JVM (no restart)")
+	ep, err := waitEndpoint(wctx, jmx, ns, "orders")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    endpoint: pod %s container %s JVM %s (pid %d) at http://%s:%d/metrics, injected %s\n",
+		ep.Pod, ep.Container, ep.JVM, ep.PID, ep.PodIP, ep.Port, ep.InjectedAt.Format(time.RFC3339))
+
+	step("scraping the JVM's metrics through the API server's pod proxy")
+	body, err := scrapeThroughProxy(wctx, kube, ns, ep)
+	if err != nil {
+		return err
+	}
+	printMetrics(body)
+
+	fmt.Printf(`
+Try it (the cluster runs until you press Ctrl-C):
+
+  export KUBECONFIG=%s
+  kubectl get pje -n %[2]s
+  kubectl get pje orders -n %[2]s -o yaml                 # status: conditions and metricsEndpoints
+  kubectl describe pod -n %[2]s -l app=orders             # the ephemeral container and the annotations
+  kubectl get events -n %[2]s --sort-by=.lastTimestamp
+  kubectl get --raw /api/v1/namespaces/%[2]s/pods/%[3]s:%[4]d/proxy/metrics | head
+  kubectl logs -n %[2]s deploy/prometheus-jmx-exporter-operator
+  kubectl delete pod -n %[2]s -l app=orders               # a new pod is injected again
+
+`, kubeconfig, ns, ep.Pod, ep.Port)
+	if *exitAfter {
+		return nil
+	}
+	step("running; press Ctrl-C to stop and remove everything")
+	<-ctx.Done()
+	step("stopping")
+	return nil
+}
+
+// repoRoot finds the module root (the demo runs with `go run ./hack/demo`).
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "deploy", "overlays", "local", "kustomization.yaml")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("run from the handlerkit checkout (no deploy/overlays/local above %s)", dir)
+		}
+	}
+}
+
+// cluster returns the demo's cluster: $KUBECONFIG's, or a local one started
+// now (and stopped by cleanup) with the images loaded.
+func cluster(ctx context.Context, root string) (*rest.Config, string, func(), error) {
+	if kc := os.Getenv("KUBECONFIG"); kc != "" {
+		step("using the cluster of KUBECONFIG=%s (the images must be there: see docs/operator.md)", kc)
+		cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return cfg, kc, func() {}, nil
+	}
+	step("starting a local cluster: etcd, kube-apiserver, controller-manager, scheduler, kube-proxy, containerd, kubelet")
+	start := time.Now()
+	env, err := testenv.Start(ctx, testenv.WithServiceProxy())
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cleanup := func() {
+		step("stopping the local cluster and removing its files")
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "demo: stop:", err)
+		}
+	}
+	fmt.Printf("    cluster ready in %s\n", time.Since(start).Round(time.Second))
+	step("loading the images that `make images` built (operator + jmx-attach + jmx_exporter %s, the Java app)", jvmtest.JMXExporterVersion)
+	archives, err := imageArchives(ctx)
+	if err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	for _, a := range archives {
+		if err := env.LoadImageArchive(ctx, a); err != nil {
+			cleanup()
+			return nil, "", nil, err
+		}
+	}
+	if _, err := env.InstallCRDsFromDir(ctx, filepath.Join(root, "deploy", "crds")); err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	kc, err := env.KubeconfigFile()
+	if err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	return env.Config(), kc, cleanup, nil
+}
+
+// imageArchives are the archives `make images` left in the image cache.
+func imageArchives(ctx context.Context) ([]string, error) {
+	cache, err := testimages.DefaultCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	agent := filepath.Join(cache, "jmx-agent.tar")
+	apps, _ := filepath.Glob(filepath.Join(cache, "jvm-app-[0-9a-f]*.tar"))
+	if _, err := os.Stat(agent); err != nil || len(apps) == 0 {
+		return nil, fmt.Errorf("no images in %s: run `make images` first (make demo does)", cache)
+	}
+	sort.Slice(apps, func(i, j int) bool { return modTime(apps[i]).After(modTime(apps[j])) })
+	return []string{agent, apps[0]}, nil
+}
+
+func modTime(f string) time.Time {
+	info, err := os.Stat(f)
+	if err != nil {
+		return time.Time{}
+	}
+	return info.ModTime()
+}
+
+func waitServiceAccount(ctx context.Context, kube kubernetes.Interface, ns string) error {
+	return poll(ctx, "the namespace's default ServiceAccount", func() (bool, error) {
+		_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// applyWithRetry applies objs, retrying while a just-installed CRD is not
+// served yet.
+func applyWithRetry(ctx context.Context, a *manifest.Applier, ns string, objs []*unstructured.Unstructured) error {
+	var last error
+	err := poll(ctx, "applying the manifests", func() (bool, error) {
+		last = a.Apply(ctx, ns, objs...)
+		return last == nil, nil
+	})
+	if err != nil && last != nil {
+		return last
+	}
+	return err
+}
+
+func waitDeployment(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
+	var d *appsv1.Deployment
+	return poll(ctx, "deployment "+name, func() (bool, error) {
+		var err error
+		d, err = kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		return d.Status.ReadyReplicas >= 1 && d.Status.AvailableReplicas >= 1 && d.Status.UpdatedReplicas >= want, nil
+	})
+}
+
+func waitEndpoint(ctx context.Context, jmx versioned.Interface, ns, name string) (jmxv1alpha1.MetricsEndpoint, error) {
+	var ep jmxv1alpha1.MetricsEndpoint
+	last := ""
+	err := poll(ctx, "an endpoint in the exporter's status", func() (bool, error) {
+		ex, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range ex.Status.Conditions {
+			if line := fmt.Sprintf("    %s=%s %s", c.Type, c.Status, c.Reason); c.Type == jmxv1alpha1.ConditionReady && line != last {
+				fmt.Println(line + ": " + c.Message)
+				last = line
+			}
+		}
+		if len(ex.Status.MetricsEndpoints) > 0 {
+			ep = ex.Status.MetricsEndpoints[0]
+			return true, nil
+		}
+		return false, nil
+	})
+	return ep, err
+}
+
+func scrapeThroughProxy(ctx context.Context, kube kubernetes.Interface, ns string, ep jmxv1alpha1.MetricsEndpoint) (string, error) {
+	var body []byte
+	err := poll(ctx, "the first scrape", func() (bool, error) {
+		b, err := kube.CoreV1().Pods(ns).ProxyGet("http", ep.Pod, fmt.Sprint(ep.Port), "/metrics", nil).DoRaw(ctx)
+		if err != nil {
+			return false, nil
+		}
+		body = b
+		return true, nil
+	})
+	return string(body), err
+}
+
+// printMetrics prints a few JVM series of the scrape.
+func printMetrics(body string) {
+	want := []string{"jvm_memory_used_bytes", "jvm_threads_current", "jvm_classes_currently_loaded", "jvm_gc_collection_seconds_count",
+		"jmx_exporter_build_info", "dev_handlerkit_sample"}
+	shown := 0
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		for _, w := range want {
+			if strings.HasPrefix(strings.ToLower(line), w) && shown < 12 {
+				fmt.Println("    " + line)
+				shown++
+				break
+			}
+		}
+	}
+	fmt.Printf("    (%d lines in all)\n", strings.Count(body, "\n"))
+}
+
+// poll runs cond every second until it holds or ctx ends.
+func poll(ctx context.Context, what string, cond func() (bool, error)) error {
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("timed out waiting for %s", what)
+			}
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
