@@ -176,11 +176,12 @@ func startBareJVM(b *testing.B) (int, func()) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		<-exited
 		os.RemoveAll(work)
-		for _, f := range []string{".java_pid" + itoa(pid), ".attach_pid" + itoa(pid), markerPrefix + itoa(pid) + ".json", markerPrefix + itoa(pid) + lockSuffix} {
+		for _, f := range []string{".java_pid" + itoa(pid), ".attach_pid" + itoa(pid), markerPrefix + itoa(pid) + ".json"} {
 			_ = os.Remove(filepath.Join("/tmp", f))
 		}
 		m, _ := filepath.Glob("/tmp/hsperfdata_*/" + itoa(pid))
-		for _, f := range m {
+		locks, _ := filepath.Glob(filepath.Join("/tmp", markerPrefix+itoa(pid)+"-*"+lockSuffix))
+		for _, f := range append(m, locks...) {
 			_ = os.Remove(f)
 		}
 	}

@@ -34,7 +34,10 @@ func startRawJVM(t testing.TB, java string) int {
 			_ = os.Remove(filepath.Join("/tmp", f+itoa(pid)))
 		}
 		_ = os.Remove(filepath.Join("/tmp", markerPrefix+itoa(pid)+".json"))
-		_ = os.Remove(filepath.Join("/tmp", markerPrefix+itoa(pid)+lockSuffix))
+		locks, _ := filepath.Glob(filepath.Join("/tmp", markerPrefix+itoa(pid)+"-*"+lockSuffix))
+		for _, f := range locks {
+			_ = os.Remove(f)
+		}
 		m, _ := filepath.Glob("/tmp/hsperfdata_*/" + itoa(pid))
 		for _, f := range m {
 			_ = os.Remove(f)
