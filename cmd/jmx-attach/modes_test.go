@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,10 +77,41 @@ func removeCopies(t *testing.T, res jvm.InjectResult) {
 	}
 }
 
+// exporterCopy returns a copy of the real jmx_exporter jar that every user can read.
+func exporterCopy(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	jar, err := jvmtest.JMXExporterJar(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(jar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "jmx-attach-exporter-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(dir, filepath.Base(jar))
+	if err := os.WriteFile(copied, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return copied
+}
+
+var reloadSuccess = regexp.MustCompile(`(?m)^jmx_config_reload_success_total(?:\{[^}]*\})? ([0-9.eE+]+)$`)
+
 // TestInjectUnprivilegedAsTheJVMsUser runs jmx-attach as the JVM's uid and gid with no capabilities and
 // no_new_privs, as an ephemeral container under Pod Security "restricted" or pods/exec in the JVM's container
-// would: inject with the jar and config streamed on stdin (--bundle-stdin), then reconfigure with the config from
-// the environment (--config-env), then the same config again (unchanged).
+// would: inject the real jmx_exporter with the jar and config streamed on stdin (--bundle-stdin), then
+// reconfigure it with the config from the environment (--config-env), which the exporter reloads, then the
+// same config again (unchanged).
 func TestInjectUnprivilegedAsTheJVMsUser(t *testing.T) {
 	t.Parallel()
 	const uid, gid = 65534, 65534
@@ -89,7 +121,7 @@ func TestInjectUnprivilegedAsTheJVMsUser(t *testing.T) {
 	port := freePort(t)
 	argv := append(append([]string{}, prefix...), binary, "inject", "--bundle-stdin", "--port", strconv.Itoa(port),
 		"--host", "127.0.0.1", "--pid", strconv.Itoa(jv.Pid), "--min-age", "0s", "--json", "--termination-log", "")
-	out, stderr, code := runWith(t, bundle(t, agentJar, config), nil, argv...)
+	out, stderr, code := runWith(t, bundle(t, exporterCopy(t), config), nil, argv...)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s\njvm: %s", code, out, stderr, jv.Output())
 	}
@@ -104,10 +136,11 @@ func TestInjectUnprivilegedAsTheJVMsUser(t *testing.T) {
 		t.Fatalf("copies directory %s: %v, uid %d gid %d mode %o", dir, err, st.Uid, st.Gid, st.Mode&0o7777)
 	}
 	body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
-	if !strings.Contains(body, `jvm_memory_bytes_used{area="heap"}`) {
-		t.Fatalf("metrics: %s", body)
+	if !strings.Contains(body, "java_lang_Memory_HeapMemoryUsage_used") || !reloadSuccess.MatchString(body) {
+		t.Fatalf("metrics of the real exporter: %s", body)
 	}
 
+	time.Sleep(20 * time.Millisecond) // the exporter compares modification times in milliseconds
 	newConfig := "lowercaseOutputName: true\nrules:\n- pattern: \".*\"\n"
 	env := []string{"JMX_CONFIG=" + newConfig}
 	reconf := append(append([]string{}, prefix...), binary, "reconfigure", "--config-env", "JMX_CONFIG",
@@ -122,6 +155,19 @@ func TestInjectUnprivilegedAsTheJVMsUser(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(jv.Pid), "root", rc.ConfigPath)); string(got) != newConfig {
 		t.Fatalf("config file after reconfigure: %q", got)
+	}
+	// The exporter reloads while it collects; its counter may be collected first in that scrape.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		body = httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+		if m := reloadSuccess.FindStringSubmatch(body); m != nil && m[1] != "0" && m[1] != "0.0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jmx_config_reload_success_total did not go up after reconfigure:\n%s", body)
+		}
+	}
+	if !strings.Contains(body, "java_lang_memory_heapmemoryusage_used") {
+		t.Fatalf("the new config is not in effect:\n%s", body)
 	}
 	out, _, code = runWith(t, nil, env, reconf...)
 	if code != exitOK || parseLines(t, out)[0].Status != jvm.OutcomeUnchanged {

@@ -2,8 +2,14 @@ package jvm
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,4 +112,94 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 		rank = 1
 	}
 	return sorted[rank-1]
+}
+
+// BenchmarkStartToFirstScrape measures, per JVM, the time from starting the JVM to the first successful scrape
+// of the real jmx_exporter (jvmtest.JMXExporterVersion) injected with WithWait and no minimum age, the way
+// `jmx-attach inject --min-age 0 --wait 60s` runs next to a starting container, over 20 JVMs started one after
+// the other, and reports the p50 and p99. Run it with -benchtime=1x.
+func BenchmarkStartToFirstScrape(b *testing.B) {
+	needJava(b)
+	jar := exporterJar(b)
+	cfg := filepath.Join(b.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte(exporterConfigA), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	in, err := NewInjector(WithMinAge(0), WithWait(60*time.Second), WithHTTPTimeout(0), WithTargetDir(b.TempDir()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var all, injected []time.Duration
+	for i := 0; i < b.N; i++ {
+		for range benchJVMs {
+			port := freePort(b)
+			start := time.Now()
+			pid, stop := startBareJVM(b)
+			res := in.Inject(context.Background(), pid, Agent{Jar: jar, Config: cfg, Port: port, Host: "127.0.0.1"})
+			if res.Status != OutcomeOK {
+				stop()
+				b.Fatalf("inject: %+v", res)
+			}
+			injected = append(injected, time.Since(start))
+			err := waitScrape(pid, port, "jvm_memory_used_bytes")
+			all = append(all, time.Since(start))
+			stop()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	sort.Slice(injected, func(i, j int) bool { return injected[i] < injected[j] })
+	b.ReportMetric(float64(percentile(all, 50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(percentile(all, 99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(percentile(injected, 50).Microseconds())/1000, "inject-p50-ms")
+	b.ReportMetric(0, "ns/op") // a per-op time mixes 20 JVMs; the percentiles are the result
+}
+
+// startBareJVM starts the sample application without waiting for it, and returns its pid and a function that
+// kills it and removes what it left in /tmp.
+func startBareJVM(b *testing.B) (int, func()) {
+	work, err := os.MkdirTemp("", "jvm-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("java", "-Xmx64m", "-cp", testApp.Jar, testApp.MainClass)
+	cmd.Dir = work
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	exited, err := startChild(cmd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	return pid, func() {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-exited
+		os.RemoveAll(work)
+		for _, f := range []string{".java_pid" + itoa(pid), ".attach_pid" + itoa(pid), markerPrefix + itoa(pid) + ".json"} {
+			_ = os.Remove(filepath.Join("/tmp", f))
+		}
+		m, _ := filepath.Glob("/tmp/hsperfdata_*/" + itoa(pid))
+		locks, _ := filepath.Glob(filepath.Join("/tmp", markerPrefix+itoa(pid)+"-*"+lockSuffix))
+		for _, f := range append(m, locks...) {
+			_ = os.Remove(f)
+		}
+	}
+}
+
+// waitScrape scrapes the agent on loopback until the body contains want.
+func waitScrape(pid, port int, want string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		body, err := Scrape(ctx, pid, "127.0.0.1", port)
+		if err == nil && strings.Contains(body, want) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("port %d: no %s: %v", port, want, err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }

@@ -21,5 +21,11 @@
 //
 // The jar and config are copied into a new directory with a random name, under a parent that only root or the
 // JVM's user can change, and verified before the load, so that no other local user can swap the jar that the
-// JVM, possibly root's, loads.
+// JVM, possibly root's, loads. A per-JVM lock file in the JVM's /tmp, trusted only when root or the JVM's user
+// owns it and nobody else can open it, keeps two injectors (two operator replicas) from loading the agent twice.
+//
+// Run as the JVM's own uid and gid, nothing here needs a capability: the Pod Security "restricted" profile and
+// pods/exec in the JVM's container are enough. Injector.Reconfigure replaces the configuration of an agent
+// loaded before; WriteBundle and ReadBundle carry the jar and configuration over stdin; FormatTerminationLog
+// fits every result into the 4,096 bytes of a Kubernetes termination message.
 package jvm

@@ -1,6 +1,7 @@
 package jvm_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log"
@@ -40,4 +41,53 @@ func ExampleParseInjectResult() {
 	}
 	fmt.Println(r.OK(), r.Reason, r.NSPID)
 	// Output: false port-in-use 1
+}
+
+// The operator streams the agent and config to `jmx-attach inject --bundle-stdin` through pods/exec.
+func ExampleWriteBundle() {
+	var stdin bytes.Buffer
+	if err := jvm.WriteBundle(&stdin, []byte("PK\x03\x04..."), []byte("rules:\n- pattern: \".*\"\n")); err != nil {
+		log.Fatal(err)
+	}
+	b, err := jvm.ReadBundle(&stdin, true) // what jmx-attach does with its stdin
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d-byte jar, %q\n", len(b.AgentJar), b.Config)
+	// Output: 7-byte jar, "rules:\n- pattern: \".*\"\n"
+}
+
+// The rule of `jmx-attach inject --all --jvm PATTERN`.
+func ExampleMatchJVM() {
+	patterns, err := jvm.ParseJVMPatterns("app.jar,com.example.*")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, main := range []string{"/opt/app/app.jar", "com.example.Main", "mymod/com.example.Main", "org.other.Main"} {
+		p, ok := jvm.MatchJVM(jvm.JVM{MainClass: main}, patterns)
+		fmt.Println(main, ok, p)
+	}
+	// Output:
+	// /opt/app/app.jar true app.jar
+	// com.example.Main true com.example.*
+	// mymod/com.example.Main true com.example.*
+	// org.other.Main false
+}
+
+// An ephemeral container's results, read back from the pod's status.
+func ExampleParseTerminationLog() {
+	log1 := jvm.FormatTerminationLog([]jvm.InjectResult{
+		{PID: 42, NSPID: 1, Status: jvm.OutcomeOK, Port: 9404, AgentPath: "/tmp/handlerkit-jmx-0123456789abcdef/agent.jar"},
+		{PID: 43, NSPID: 7, Status: jvm.OutcomeError, Reason: jvm.ReasonPortInUse, Port: 9405},
+	})
+	results, err := jvm.ParseTerminationLog(log1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range results {
+		fmt.Println(r.PID, r.Status, r.Reason, r.AgentPath == "")
+	}
+	// Output:
+	// 42 ok  true
+	// 43 error port-in-use true
 }

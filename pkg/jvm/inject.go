@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -252,7 +253,21 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	if a.Host != "" {
 		opts = hostPort(a.Host, a.Port) + ":" + res.ConfigPath
 	}
-	inUse, err := in.loadAgent(ctx, j, res.AgentPath, opts)
+	inUse, early, err := in.loadAgent(ctx, j, res.AgentPath, opts)
+	// A JVM signalled the moment it could be (WithWait) may not have finished starting: it then refuses the load
+	// before touching the agent, and is asked again, without a signal, until the wait ends.
+	for delay := waitPollMin; early && !waitUntil.IsZero() && time.Now().Before(waitUntil); delay = min(delay*2, waitPollMax) {
+		if serr := sleepCtx(ctx, min(delay, time.Until(waitUntil))); serr != nil {
+			break
+		}
+		if verr := dir.verify(); verr != nil {
+			return discard(&AttachError{Reason: ReasonCopyFailed, Msg: "verify agent files", Err: verr})
+		}
+		if perr := CheckPort(j, a.Host, a.Port); perr != nil {
+			return discard(perr)
+		}
+		inUse, early, err = in.loadAgent(ctx, j, res.AgentPath, opts)
+	}
 	if err != nil && !inUse {
 		return discard(err)
 	}
@@ -413,33 +428,43 @@ func (in *Injector) waitMinAge(ctx context.Context, j JVM) (JVM, error) {
 // pre-checks except refusing a JVM that disabled attach or dynamic agent loading, one that SIGQUIT would kill,
 // and an over-long argument.
 func (in *Injector) LoadAgent(ctx context.Context, j JVM, jar, options string) error {
-	_, err := in.loadAgent(ctx, j, jar, options)
+	_, _, err := in.loadAgent(ctx, j, jar, options)
 	return err
 }
 
 // loadAgent is LoadAgent that also reports, on failure, whether the JVM may be using the jar and config:
 // false when the request never reached it, when it answered that it did not load the jar, or when it is gone;
-// true when the jar is on its class path (agentmain failed) or the outcome is unknown (no complete reply).
-func (in *Injector) loadAgent(ctx context.Context, j JVM, jar, options string) (inUse bool, err error) {
+// true when the jar is on its class path (agentmain failed) or the outcome is unknown (no complete reply). early
+// reports a JVM that refused the load because it has not finished starting (see tooEarly).
+func (in *Injector) loadAgent(ctx context.Context, j JVM, jar, options string) (inUse, early bool, err error) {
 	arg := jar
 	if options != "" {
 		arg += "=" + options
 	}
 	if len(arg) > MaxArgLength {
-		return false, &AttachError{Reason: ReasonArgsTooLong,
+		return false, false, &AttachError{Reason: ReasonArgsTooLong,
 			Msg: fmt.Sprintf("agent argument is %d bytes, the JVM accepts at most %d", len(arg), MaxArgLength)}
 	}
 	at := &attacher{jvm: j, attachTimeout: in.attachTimeout}
 	raw, sent, err := at.execute(ctx, "load", "instrument", "false", arg)
 	if err != nil {
-		return sent && ReasonOf(err) != ReasonProcessGone, err
+		return sent && ReasonOf(err) != ReasonProcessGone, false, err
 	}
 	reply, err := ParseReply("load", raw)
 	if err != nil {
-		return true, &AttachError{Reason: ReasonAgentLoadFailed, Msg: "attach reply", Err: err}
+		return true, false, &AttachError{Reason: ReasonAgentLoadFailed, Msg: "attach reply", Err: err}
 	}
 	err = reply.Err()
-	return err != nil && ReasonOf(err) == ReasonAgentStartFailed, err
+	return err != nil && ReasonOf(err) == ReasonAgentStartFailed, err != nil && tooEarly(reply), err
+}
+
+// tooEarly reports a "load" refused because the JVM has not finished starting. Before it loads an agent jar,
+// HotSpot's attach listener loads the java.instrument module through the boot module layer, which exists only
+// once the JVM's initialisation (initPhase2) is done; before that the call throws a NullPointerException, which
+// the listener reports with a failed completion status, and nothing of the agent has been touched. A failure
+// of the agent itself (agentmain throwing) comes with status 0 and a return code instead.
+func tooEarly(r Reply) bool {
+	return r.Status != 0 && strings.HasPrefix(r.Message, "java.lang.NullPointerException")
 }
 
 type marker struct {

@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockSuffix ends the name of the per-JVM lock file, /tmp/.handlerkit-jmx-agent-<nspid>.lock in the JVM's
-// filesystem, beside the marker.
+// lockSuffix ends the name of the per-JVM lock file, /tmp/.handlerkit-jmx-agent-<nspid>-<start>.lock in the
+// JVM's filesystem, beside the marker.
 const lockSuffix = ".lock"
 
 // lockFileMode keeps the lock file to its owner: whoever can open it can flock it, and so hold off every
@@ -30,7 +30,12 @@ type jvmLock struct {
 	fd int
 }
 
-func lockPath(j JVM) string { return "/tmp/" + markerPrefix + strconv.Itoa(j.NSPID) + lockSuffix }
+// lockPath names the lock file of JVM j after its nspid and its start time in clock ticks after boot, so that a
+// file left by an earlier process with the same nspid (of another user, say, in a /tmp shared with the host)
+// is never taken for this process's lock.
+func lockPath(j JVM) string {
+	return "/tmp/" + markerPrefix + strconv.Itoa(j.NSPID) + "-" + strconv.FormatUint(j.StartTicks, 10) + lockSuffix
+}
 
 // lockJVM takes the lock of JVM j, waiting up to wait (or until ctx ends) while another process holds it. The
 // lock file lives in the JVM's /tmp, reached through /proc/<pid>/root like the marker. Anyone can create files

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +67,7 @@ func TestLockFileOfAnotherUserIsRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			jv, j := startInspected(t)
-			lock := filepath.Join("/tmp", markerPrefix+strconv.Itoa(j.NSPID)+lockSuffix)
+			lock := lockPath(j)
 			if err := os.WriteFile(lock, nil, c.mode); err != nil {
 				t.Fatal(err)
 			}

@@ -283,8 +283,9 @@ func (j *JVM) cleanupFiles() {
 	_ = os.Remove(filepath.Join("/tmp", ".attach_pid"+pid))
 	// The marker pkg/jvm leaves after loading an agent, and its per-JVM lock file.
 	_ = os.Remove(filepath.Join("/tmp", ".handlerkit-jmx-agent-"+pid+".json"))
-	_ = os.Remove(filepath.Join("/tmp", ".handlerkit-jmx-agent-"+pid+".lock"))
 	matches, _ := filepath.Glob(filepath.Join("/tmp", "hsperfdata_*", pid))
+	locks, _ := filepath.Glob(filepath.Join("/tmp", ".handlerkit-jmx-agent-"+pid+"-*.lock"))
+	matches = append(matches, locks...)
 	for _, m := range matches {
 		_ = os.Remove(m)
 	}
