@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -105,24 +104,17 @@ func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (
 	return parseOutcome(out, code)
 }
 
-// exec runs command in the target container with stdin, over WebSocket and,
-// where the server does not offer it, SPDY.
+// exec runs command in the target container with stdin. It uses the SPDY
+// protocol, a POST, which RBAC authorizes as `create` on pods/exec: the
+// WebSocket protocol is a GET, which API servers before the
+// AuthorizePodWebsocketUpgradeCreatePermission gate authorize as `get`, and
+// the operator is granted `create` only.
 func (s *Exec) exec(ctx context.Context, t Target, command []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	req := s.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(t.Pod.Namespace).Name(t.Pod.Name).
 		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
 		Container: t.Container, Command: command, Stdin: true, Stdout: true, Stderr: true,
 	}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(s.Config, http.MethodGet, req.URL().String())
-	if err != nil {
-		return err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(s.Config, http.MethodPost, req.URL())
-	if err != nil {
-		return err
-	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
+	ex, err := remotecommand.NewSPDYExecutor(s.Config, http.MethodPost, req.URL())
 	if err != nil {
 		return err
 	}

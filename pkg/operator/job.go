@@ -216,7 +216,9 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 	took := time.Since(start)
 	if err == nil {
 		for _, res := range out.Results {
-			if res.Status == jvm.OutcomeError {
+			// A JVM that never got the agent (a second JVM that was refused,
+			// or started later) has nothing to reconfigure.
+			if res.Status == jvm.OutcomeError && res.Reason != jvm.ReasonNotInjected {
 				err = fmt.Errorf("JVM %d (%s): %s: %s", res.NSPID, res.MainClass, res.Reason, res.Message)
 				break
 			}
