@@ -99,3 +99,17 @@ func BuildMemcached(ctx context.Context, dir, cacheDir string) (Archive, error) 
 	removeLayerTemps(dir)
 	return archive, err
 }
+
+// MemcachedOperatorRef is the image of the memcached example operator, which
+// its deploy/operator.yaml runs.
+const MemcachedOperatorRef = "localhost/handlerkit/memcached-operator:v1"
+
+// BuildMemcachedOperator writes the memcached example operator's image
+// (MemcachedOperatorRef) into dir: its static binary at
+// /usr/local/bin/memcached-operator, run as nobody. Like BuildGoBinary it
+// needs the current directory inside the handlerkit module.
+func BuildMemcachedOperator(ctx context.Context, dir string) (Archive, error) {
+	return goImage(ctx, dir, "memcached-operator.tar", MemcachedOperatorRef,
+		Binary{Package: "github.com/handlerkit/handlerkit/examples/memcached-operator", Path: "/usr/local/bin/memcached-operator"},
+		images.Spec{User: "65534:65534"})
+}
