@@ -26,22 +26,16 @@ import (
 
 	"github.com/handlerkit/handlerkit/examples/memcached-operator/pkg/handler"
 	"github.com/handlerkit/handlerkit/examples/memcached-operator/pkg/operator"
-	"github.com/handlerkit/handlerkit/pkg/sdk"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stderr)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		// --help printed the usage; that is a success.
-	case errors.Is(err, sdk.ErrLeadershipLost):
-		// Exit so that the replica restarts as a stand-by rather than act
-		// beside the new leader.
-		fmt.Fprintln(os.Stderr, "memcached-operator:", err)
-		os.Exit(1)
-	case err != nil:
+	// --help printed the usage, which is a success. Every other error exits
+	// non-zero, sdk.ErrLeadershipLost included: the replica then restarts
+	// as a stand-by rather than act beside the new leader.
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "memcached-operator:", err)
 		os.Exit(1)
 	}
