@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -102,14 +105,17 @@ func rebind(subjects []rbacv1.Subject, ns string) {
 
 // startOperator runs the operator in the test process, as the ServiceAccount
 // of deploy/rbac.yaml, with leader election and the metrics server on, and
-// stops it at cleanup. It returns the metrics server's address.
-func startOperator(t *testing.T, ns string) string {
+// stops it at cleanup. It returns the metrics server's address and a count
+// of the operator's write requests to Deployments and Memcacheds.
+func startOperator(t *testing.T, ns string) (string, *writeCounter) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg, err := env.ConfigForServiceAccount(ctx, ns, "memcached-operator")
 	if err != nil {
 		t.Fatal(err)
 	}
+	writes := &writeCounter{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writes.wrap(rt) })
 	port, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
@@ -143,8 +149,38 @@ func startOperator(t *testing.T, ns string) string {
 		}
 		freeport.Release(port)
 	})
-	return addr
+	return addr, writes
 }
+
+// writeCounter counts the requests that would change a Deployment or a
+// Memcached (anything but GET, LIST and WATCH). The API server answers an
+// update that changes nothing without a new resourceVersion, so only the
+// requests show whether the operator writes when nothing changed.
+type writeCounter struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet && (strings.Contains(req.URL.Path, "/deployments") || strings.Contains(req.URL.Path, "/memcacheds")) {
+			c.mu.Lock()
+			c.calls = append(c.calls, req.Method+" "+req.URL.Path)
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+func (c *writeCounter) snapshot() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // testWriter sends the operator's log to the test's, shown on failure and with -v.
 type testWriter struct{ t *testing.T }
@@ -206,7 +242,7 @@ func TestMemcachedScalesServesAndIsCleanedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyRBAC(t, ns)
-	metricsAddr := startOperator(t, ns)
+	metricsAddr, writes := startOperator(t, ns)
 
 	client, err := versioned.NewForConfig(env.Config())
 	if err != nil {
@@ -254,6 +290,21 @@ func TestMemcachedScalesServesAndIsCleanedUp(t *testing.T) {
 
 	checkEvents(t, ns, handler.ReasonDeploymentCreated, handler.ReasonDeploymentScaled)
 	checkMetrics(t, metricsAddr)
+
+	// Nothing to change: wake the handler (an annotation is an update of the
+	// Memcached) and see that it handles the event and writes nothing.
+	before, handled := writes.snapshot(), handledCount(t, metricsAddr)
+	patch := []byte(`{"metadata":{"annotations":{"e2e.handlerkit.dev/poke":"1"}}}`)
+	if _, err := mcs.Patch(ctx, "sessions", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the handler to handle the poke", func(context.Context) (bool, string, error) {
+		n := handledCount(t, metricsAddr)
+		return n > handled, fmt.Sprintf("handled %v times, %v before", n, handled), nil
+	})
+	if after := writes.snapshot(); len(after) != len(before) {
+		t.Errorf("the operator wrote although nothing changed: %v", after[len(before):])
+	}
 
 	start := time.Now()
 	if err := mcs.Delete(ctx, "sessions", metav1.DeleteOptions{}); err != nil {
@@ -372,6 +423,30 @@ func checkEvents(t *testing.T, ns string, reasons ...string) {
 		}
 		return true, "", nil
 	})
+}
+
+// handledCount returns handlerkit_handle_total{result="success"} of the
+// memcached watch, from the operator's /metrics.
+func handledCount(t *testing.T, addr string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	prefix := `handlerkit_handle_total{result="success",watch="` + operator.WatchName + `"} `
+	s := bufio.NewScanner(resp.Body)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), prefix); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", s.Text(), err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/metrics lacks %s", prefix)
+	return 0
 }
 
 // checkMetrics reads the operator's metrics server: the framework's

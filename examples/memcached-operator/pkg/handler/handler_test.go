@@ -20,6 +20,7 @@ import (
 	cachev1alpha1 "github.com/handlerkit/handlerkit/examples/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/handlerkit/handlerkit/examples/memcached-operator/pkg/handler"
 	"github.com/handlerkit/handlerkit/pkg/sdk"
+	"github.com/handlerkit/handlerkit/pkg/sdk/action"
 	"github.com/handlerkit/handlerkit/pkg/sdk/sdktest"
 )
 
@@ -30,9 +31,47 @@ import (
 type fixture struct {
 	t        *testing.T
 	client   *sdktest.Client
+	writes   *countingWriter
 	h        *handler.Handler
 	events   *record.FakeRecorder
 	cleanups int
+}
+
+// countingWriter counts the handler's write calls, whether or not they would
+// change anything: the API server answers a no-op update without a new
+// resourceVersion, so only counting shows that none was sent.
+type countingWriter struct {
+	action.Interface
+	calls []string
+}
+
+func (w *countingWriter) record(verb string, obj runtime.Object) {
+	w.calls = append(w.calls, fmt.Sprintf("%s %T", verb, obj))
+}
+
+func (w *countingWriter) Create(ctx context.Context, obj runtime.Object, opts ...action.Option) error {
+	w.record("create", obj)
+	return w.Interface.Create(ctx, obj, opts...)
+}
+
+func (w *countingWriter) Update(ctx context.Context, obj runtime.Object, opts ...action.Option) error {
+	w.record("update", obj)
+	return w.Interface.Update(ctx, obj, opts...)
+}
+
+func (w *countingWriter) UpdateStatus(ctx context.Context, obj runtime.Object, opts ...action.Option) error {
+	w.record("updateStatus", obj)
+	return w.Interface.UpdateStatus(ctx, obj, opts...)
+}
+
+func (w *countingWriter) Patch(ctx context.Context, obj runtime.Object, pt action.PatchType, data []byte, opts ...action.Option) error {
+	w.record("patch", obj)
+	return w.Interface.Patch(ctx, obj, pt, data, opts...)
+}
+
+func (w *countingWriter) Delete(ctx context.Context, obj runtime.Object, opts ...action.Option) error {
+	w.record("delete", obj)
+	return w.Interface.Delete(ctx, obj, opts...)
 }
 
 func newFixture(t *testing.T, size int32) *fixture {
@@ -52,8 +91,8 @@ func newFixture(t *testing.T, size int32) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, client: c, events: record.NewFakeRecorder(100)}
-	f.h = &handler.Handler{Read: c, Write: c, Scheme: s, Recorder: f.events,
+	f := &fixture{t: t, client: c, writes: &countingWriter{Interface: c}, events: record.NewFakeRecorder(100)}
+	f.h = &handler.Handler{Read: c, Write: f.writes, Scheme: s, Recorder: f.events,
 		CleanUp: func(context.Context, *cachev1alpha1.Memcached) error { f.cleanups++; return nil }}
 	return f
 }
@@ -178,9 +217,13 @@ func TestHandlerWritesNothingWhenNothingChanged(t *testing.T) {
 	f.mustHandle()
 	f.reasons()
 	depRV, memRV := f.deployment().ResourceVersion, f.memcached().ResourceVersion
+	f.writes.calls = nil
 
 	for range 3 {
 		f.mustHandle()
+	}
+	if len(f.writes.calls) != 0 {
+		t.Errorf("the handler wrote for a state that did not change: %v", f.writes.calls)
 	}
 	if rv := f.deployment().ResourceVersion; rv != depRV {
 		t.Errorf("the Deployment was written again: resourceVersion %s -> %s", depRV, rv)
