@@ -38,7 +38,7 @@ node: ## Build kubelet, kube-controller-manager, kube-scheduler and containerd i
 	hack/build-node.sh
 
 .PHONY: images
-images: prereqs ## Build the test and demo images (pause, echo, jmx agent, JVM, shell-less JVM) without Docker.
+images: prereqs ## Build the test and demo images (pause, echo, jmx agent, JVM, shell-less JVM, memcached) without Docker.
 	$(GO) run ./hack/images
 
 .PHONY: test

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Regenerates everything derived from the API types in pkg/apis:
+# Regenerates everything derived from the API types, for the main API
+# (pkg/apis) and the memcached example's (examples/memcached-operator/pkg/apis):
 #   - zz_generated.deepcopy.go and zz_generated.register.go next to the types,
-#   - the clientset, listers and informers in pkg/generated,
-#   - the CRD manifests in deploy/crds.
+#   - the clientset, listers and informers in <root>/pkg/generated,
+#   - the CRD manifests in <root>/deploy/crds.
+# Each API root gets its own generated packages, so the example's clients
+# never mix with the main API's.
 # The generators are built from the versions go.mod pins (hack/tools.go), out
 # of the Go module cache, so a fresh clone needs nothing but Go.
 #
@@ -34,26 +37,39 @@ mkdir -p "$bin"
 export GOBIN=$bin
 
 boilerplate="$root/hack/boilerplate.go.txt"
+# The API roots, relative to the module root: each has pkg/apis, and gets
+# pkg/generated and deploy/crds.
+api_roots=(. examples/memcached-operator)
+
 # kube_codegen.sh greps these for stale files before it generates them.
-mkdir -p "$root/pkg/generated/clientset" "$root/pkg/generated/listers" "$root/pkg/generated/informers"
+for r in "${api_roots[@]}"; do
+  mkdir -p "$root/$r/pkg/generated/clientset" "$root/$r/pkg/generated/listers" "$root/$r/pkg/generated/informers"
+done
 
 # shellcheck source=/dev/null
 source "$codegen_dir/kube_codegen.sh"
 
-kube::codegen::gen_helpers \
-  --boilerplate "$boilerplate" \
-  "$root/pkg/apis"
+for r in "${api_roots[@]}"; do
+  # kube_codegen.sh's functions set globals such as dir and pkg; these
+  # names keep clear of them.
+  api_dir=$root/$r
+  if [[ $r == . ]]; then api_pkg=$module; else api_pkg=$module/$r; fi
 
-kube::codegen::gen_register \
-  --boilerplate "$boilerplate" \
-  "$root/pkg/apis"
+  kube::codegen::gen_helpers \
+    --boilerplate "$boilerplate" \
+    "$api_dir/pkg/apis"
 
-kube::codegen::gen_client \
-  --with-watch \
-  --boilerplate "$boilerplate" \
-  --output-dir "$root/pkg/generated" \
-  --output-pkg "$module/pkg/generated" \
-  "$root/pkg/apis"
+  kube::codegen::gen_register \
+    --boilerplate "$boilerplate" \
+    "$api_dir/pkg/apis"
+
+  kube::codegen::gen_client \
+    --with-watch \
+    --boilerplate "$boilerplate" \
+    --output-dir "$api_dir/pkg/generated" \
+    --output-pkg "$api_pkg/pkg/generated" \
+    "$api_dir/pkg/apis"
+done
 
 # controller-gen comes from the main module so that go.mod pins it; it needs
 # the deepcopy and register code above to type-check the API packages.
@@ -62,7 +78,12 @@ echo "Generating CRD manifests"
 # verifications at once) never executes a half-written file.
 go build -o "$bin/controller-gen.$$" sigs.k8s.io/controller-tools/cmd/controller-gen
 mv -f "$bin/controller-gen.$$" "$bin/controller-gen"
-"$bin/controller-gen" \
-  crd:crdVersions=v1 \
-  paths=./pkg/apis/... \
-  output:crd:dir=./deploy/crds
+for r in "${api_roots[@]}"; do
+  # A relative path that starts with ./, which controller-gen needs to read
+  # it as a directory rather than an import path.
+  rel=.; [[ $r == . ]] || rel=./$r
+  "$bin/controller-gen" \
+    crd:crdVersions=v1 \
+    paths="$rel/pkg/apis/..." \
+    output:crd:dir="$rel/deploy/crds"
+done

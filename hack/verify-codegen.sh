@@ -6,7 +6,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-generated=(pkg/apis pkg/generated deploy/crds)
+generated=(pkg/apis pkg/generated deploy/crds
+  examples/memcached-operator/pkg/apis examples/memcached-operator/pkg/generated examples/memcached-operator/deploy/crds)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/handlerkit-verify-codegen.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

@@ -1,7 +1,8 @@
 // Command images builds every image the handlerkit test node and demo run,
 // without a container engine, into docker-archive tarballs (`make images`):
-// pause, the echo HTTP server, the jmx agent image, the JVM application image
-// and the shell-less JVM image. Load them into a cluster-mode testenv with
+// pause, the echo HTTP server, the jmx agent image, the JVM application image,
+// the shell-less JVM image, and the memcached example operator's memcached
+// and operator images. Load them into a cluster-mode testenv with
 // testenv.WithImageArchives or Environment.LoadImageArchive, or into any
 // containerd with `ctr -n k8s.io images import`.
 //
@@ -97,9 +98,15 @@ func run() error {
 	}); err != nil {
 		return err
 	}
-	return step("shell-less jvm", func() (testimages.Archive, error) {
+	if err := step("shell-less jvm", func() (testimages.Archive, error) {
 		return testimages.BuildShelllessJVM(ctx, *out, cache, javaApp)
-	})
+	}); err != nil {
+		return err
+	}
+	if err := step("memcached", func() (testimages.Archive, error) { return testimages.BuildMemcached(ctx, *out, cache) }); err != nil {
+		return err
+	}
+	return step("memcached operator", func() (testimages.Archive, error) { return testimages.BuildMemcachedOperator(ctx, *out) })
 }
 
 // presentBinaries keeps the binaries whose main package exists in the

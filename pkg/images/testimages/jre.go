@@ -19,15 +19,16 @@ var libraryDirs = []string{
 }
 
 // slimRoot copies from the root filesystem src into dst only what running
-// the JRE at javaHome needs: the JRE tree itself (with its /etc configuration
-// that Debian links in), every shared library its ELF objects need,
-// transitively, and the dynamic loader. Symlinks are recreated, so the loader
-// finds each library under the path it asks for. No shell or other tool is
-// copied.
-func slimRoot(src, dst, javaHome string) error {
+// the program at top needs: top itself, a file (a binary such as
+// /usr/bin/memcached) or a whole tree (the JRE at JavaHome, with its /etc
+// configuration that Debian links in), every shared library its ELF objects
+// need, transitively, and the dynamic loader. Symlinks are recreated, so the
+// loader finds each library under the path it asks for. No shell or other
+// tool is copied.
+func slimRoot(src, dst, top string) error {
 	c := &rootCopier{src: src, dst: dst, done: map[string]bool{}}
 	var objects []string
-	err := filepath.WalkDir(filepath.Join(src, javaHome), func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(src, top), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -41,7 +42,7 @@ func slimRoot(src, dst, javaHome string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("testimages: copying JRE: %w", err)
+		return fmt.Errorf("testimages: copying %s: %w", top, err)
 	}
 	seen := map[string]bool{}
 	for len(objects) > 0 {

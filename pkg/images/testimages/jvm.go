@@ -51,27 +51,18 @@ var rootfsMu sync.Mutex
 // into cacheDir with debootstrap the first time (about 40 s and 350 MB).
 // It needs root and the debootstrap package.
 func JVMRootfs(ctx context.Context, cacheDir string) (dir, layer string, err error) {
-	rootfsMu.Lock()
-	defer rootfsMu.Unlock()
-	if err := os.MkdirAll(filepath.Join(cacheDir, "rootfs"), 0o755); err != nil {
-		return "", "", err
-	}
-	// Test binaries of several packages may build the cache at once.
-	lock, err := os.OpenFile(filepath.Join(cacheDir, "rootfs", ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := lockRootfsCache(cacheDir)
 	if err != nil {
 		return "", "", err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", "", fmt.Errorf("testimages: locking the rootfs cache: %w", err)
-	}
+	defer unlock()
 	dir = filepath.Join(cacheDir, "rootfs", rootfsName)
 	layer = dir + ".tar.gz"
 	if _, err := os.Stat(layer); err == nil {
 		return dir, layer, nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, JavaHome, "bin", "java")); err != nil {
-		if err := debootstrap(ctx, dir); err != nil {
+		if err := debootstrap(ctx, dir, "openjdk-17-jre-headless"); err != nil {
 			return "", "", err
 		}
 	}
@@ -81,9 +72,37 @@ func JVMRootfs(ctx context.Context, cacheDir string) (dir, layer string, err err
 	return dir, layer, nil
 }
 
-func debootstrap(ctx context.Context, dir string) error {
+// lockRootfsCache takes the root filesystem cache for this process and,
+// through a lock file, from test binaries of other packages that may build
+// it at the same time. The returned function gives it back.
+func lockRootfsCache(cacheDir string) (unlock func(), err error) {
+	rootfsMu.Lock()
+	if err := os.MkdirAll(filepath.Join(cacheDir, "rootfs"), 0o755); err != nil {
+		rootfsMu.Unlock()
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(cacheDir, "rootfs", ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		rootfsMu.Unlock()
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		rootfsMu.Unlock()
+		return nil, fmt.Errorf("testimages: locking the rootfs cache: %w", err)
+	}
+	return func() {
+		lock.Close() // closing the file releases the flock
+		rootfsMu.Unlock()
+	}, nil
+}
+
+// debootstrap builds a Debian bookworm minbase root filesystem with the
+// packages in include (comma-separated) into dir, through dir.tmp so that a
+// half-built tree is never found under dir.
+func debootstrap(ctx context.Context, dir, include string) error {
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("testimages: debootstrap needs root to build the JVM root filesystem")
+		return fmt.Errorf("testimages: debootstrap needs root to build the %s root filesystem", include)
 	}
 	bin, err := exec.LookPath("debootstrap")
 	if err != nil {
@@ -101,7 +120,7 @@ func debootstrap(ctx context.Context, dir string) error {
 		return err
 	}
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, bin, "--variant=minbase", "--include=openjdk-17-jre-headless", "bookworm", tmp, mirror)
+	cmd := exec.CommandContext(ctx, bin, "--variant=minbase", "--include="+include, "bookworm", tmp, mirror)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, runErr := cmd.CombinedOutput()
 	// debootstrap mounts /proc and /sys in the target while it works and

@@ -10,6 +10,9 @@
 //     sample app whose MBeans change over time.
 //   - ShelllessJVM: the same JRE and app with only the shared libraries the
 //     JRE needs; no shell, no tar, no jps, no JDK.
+//   - Memcached: Debian's memcached binary and the shared libraries it
+//     links, run as nobody; the memcached example operator's servers.
+//   - MemcachedOperator: the memcached example operator, static.
 //
 // Archives are written into a directory as docker-archive tarballs; slow
 // inputs (the debootstrap root filesystem and its layer) are cached.

@@ -132,3 +132,51 @@ func TestSlimRootRunsJavaWithoutAShell(t *testing.T) {
 		t.Fatal("a shell runs in the slim root")
 	}
 }
+
+// TestMemcachedImageHoldsOnlyMemcachedAndItsLibraries builds the memcached
+// image from the cached Debian root filesystem (debootstrapped on first use)
+// and checks that it holds the binary, the libraries it links and no shell,
+// then runs the binary from a slim copy in a chroot: nothing it needs is
+// missing.
+func TestMemcachedImageHoldsOnlyMemcachedAndItsLibraries(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("debootstrap and chroot need root, and CI runs as root")
+		}
+		t.Skip("debootstrap and chroot need root")
+	}
+	cache, err := DefaultCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := BuildMemcached(t.Context(), t.TempDir(), cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, entrypoint := archiveFiles(t, a)
+	if len(entrypoint) != 1 || entrypoint[0] != MemcachedBinary {
+		t.Fatalf("entrypoint %q, want %s", entrypoint, MemcachedBinary)
+	}
+	for _, want := range []string{MemcachedBinary, "/usr/lib/x86_64-linux-gnu/libevent-2.1.so.7", "/etc/passwd"} {
+		if files[want] == nil {
+			t.Errorf("image lacks %s", want)
+		}
+	}
+	for _, shell := range []string{"/bin/sh", "/usr/bin/sh", "/usr/bin/bash", "/usr/bin/apt-get", "/usr/bin/perl"} {
+		if files[shell] != nil {
+			t.Errorf("image holds %s", shell)
+		}
+	}
+	rootfs, err := MemcachedRootfs(t.Context(), cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if err := slimRoot(rootfs, dst, MemcachedBinary); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("chroot", "--userspec=65534:65534", dst, MemcachedBinary, "-V").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "memcached 1.6") {
+		t.Fatalf("memcached -V in the slim root: %v\n%s", err, out)
+	}
+}
