@@ -49,6 +49,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) {
 			r.op.Logger().Warnf("operator: wake exporter %s: %v", j.exporter, err)
 		}
 	}()
+	inUse := portsInUse(j.pod)
 	for _, t := range j.tasks {
 		if ctx.Err() != nil {
 			return
@@ -56,7 +57,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) {
 		if t.reconfigure {
 			r.reconfigure(ctx, j, t)
 		} else {
-			r.inject(ctx, j, t)
+			r.inject(ctx, j, t, inUse)
 		}
 	}
 }
@@ -107,19 +108,31 @@ func (r *Reconciler) request(j *job, cs corev1.ContainerStatus, port int32) inje
 	}
 }
 
-// basePort is the first port the container's JVMs may take: spec.port, or
-// the next one above the ports the pod's other containers' agents took.
-func basePort(pod *corev1.Pod, container string, want int32) int32 {
-	used := map[int32]bool{}
+// portsInUse is, per container, the ports of the agents its current start
+// has, from the pod's record.
+func portsInUse(pod *corev1.Pod) map[string][]int32 {
+	out := map[string][]int32{}
 	rec := readRecord(pod)
 	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == container {
-			continue
-		}
 		if c, ok := rec.current(cs.Name, cs.ContainerID); ok {
 			for _, j := range c.JVMs {
-				used[j.Port] = true
+				out[cs.Name] = append(out[cs.Name], j.Port)
 			}
+		}
+	}
+	return out
+}
+
+// basePort is the first port the container's JVMs may take: want, or the
+// next one above the ports the pod's other containers' agents took.
+func basePort(inUse map[string][]int32, container string, want int32) int32 {
+	used := map[int32]bool{}
+	for c, ports := range inUse {
+		if c == container {
+			continue
+		}
+		for _, p := range ports {
+			used[p] = true
 		}
 	}
 	p := want
@@ -129,11 +142,11 @@ func basePort(pod *corev1.Pod, container string, want int32) int32 {
 	return p
 }
 
-func (r *Reconciler) inject(ctx context.Context, j *job, t task) {
+func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[string][]int32) {
 	cs := t.container
 	key := retryKey(j.pod, cs.Name, cs.ContainerID)
 	target := r.target(j, cs)
-	req := r.request(j, cs, basePort(j.pod, cs.Name, j.spec.Port))
+	req := r.request(j, cs, basePort(inUse, cs.Name, j.spec.Port))
 	log := r.op.Logger().WithField("pod", j.pod.Namespace+"/"+j.pod.Name).WithField("container", cs.Name).
 		WithField("strategy", j.strategy.Name())
 	start := time.Now()
@@ -175,6 +188,9 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task) {
 		r.retries.failed(key)
 		log.Warnf("operator: record the injection of %s: %v", target, err)
 		return
+	}
+	for _, jr := range rec.jvms {
+		inUse[cs.Name] = append(inUse[cs.Name], jr.Port)
 	}
 	r.metrics.observe(j.strategy.Name(), rec.class, rec.reason, took)
 	switch {

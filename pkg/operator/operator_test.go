@@ -121,11 +121,17 @@ func TestBasePortSkipsOtherContainersPorts(t *testing.T) {
 	ann, _ := rec.annotations()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationAgents: *ann[AnnotationAgents]}}}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", ContainerID: "id-a"}, {Name: "b", ContainerID: "id-b"}, {Name: "c", ContainerID: "id-c"}}
-	if p := basePort(pod, "c", 9404); p != 9406 {
+	inUse := portsInUse(pod)
+	if p := basePort(inUse, "c", 9404); p != 9406 {
 		t.Errorf("c: %d, want 9406 (b's old start no longer counts)", p)
 	}
-	if p := basePort(pod, "a", 9404); p != 9404 {
+	if p := basePort(inUse, "a", 9404); p != 9404 {
 		t.Errorf("a: %d, want its own 9404", p)
+	}
+	// A port taken earlier in the same job counts too.
+	inUse["c"] = []int32{9406}
+	if p := basePort(inUse, "d", 9404); p != 9407 {
+		t.Errorf("d: %d, want 9407", p)
 	}
 }
 

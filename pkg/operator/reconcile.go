@@ -469,7 +469,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 	rec := sdk.EventRecorderFrom(ctx)
 	for _, c := range st.Conditions {
 		bad := c.Type == jmxv1alpha1.ConditionDegraded && c.Status == metav1.ConditionTrue ||
-			c.Type == jmxv1alpha1.ConditionConfigValid && c.Status == metav1.ConditionFalse
+			c.Type == jmxv1alpha1.ConditionConfigValid && c.Status == metav1.ConditionFalse ||
+			c.Type == jmxv1alpha1.ConditionReady && (c.Reason == jmxv1alpha1.ReasonNoPodsMatched || c.Reason == jmxv1alpha1.ReasonNoJVMFound)
 		if !bad {
 			continue
 		}

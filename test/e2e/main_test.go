@@ -190,7 +190,7 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 }
 
 // decodeManifests reads the YAML documents of a file in deploy/.
-func decodeManifests(t *testing.T, rel string) []runtime.Object {
+func decodeManifests(t testing.TB, rel string) []runtime.Object {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(repoRoot, rel))
 	if err != nil {
@@ -237,7 +237,7 @@ func withReplicas(n int32) operatorSetup {
 // deployOperator applies deploy/operator/rbac.yaml and operator.yaml in ns, as
 // a cluster admin would, and waits until a replica is ready. The operator
 // then watches ns with its own ServiceAccount.
-func deployOperator(t *testing.T, ns string, setups ...operatorSetup) *appsv1.Deployment {
+func deployOperator(t testing.TB, ns string, setups ...operatorSetup) *appsv1.Deployment {
 	t.Helper()
 	ctx := t.Context()
 	var dep *appsv1.Deployment
@@ -282,7 +282,7 @@ func deployOperator(t *testing.T, ns string, setups ...operatorSetup) *appsv1.De
 }
 
 // dumpOperatorLogs prints the operator's logs when the test failed.
-func dumpOperatorLogs(t *testing.T, ns string) {
+func dumpOperatorLogs(t testing.TB, ns string) {
 	if !t.Failed() {
 		return
 	}
@@ -435,7 +435,7 @@ func waitCondition(t *testing.T, ns, name, typ string, status metav1.ConditionSt
 
 // waitFor polls cond until it holds, failing the test after timeout with the
 // last state cond described.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last string

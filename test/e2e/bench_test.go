@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+	"github.com/handlerkit/handlerkit/pkg/images/testimages"
+)
+
+// BenchmarkJVMStartToFirstScrape measures, over 20 JVM pods created while an
+// exporter selects them, the time from each JVM's start (the JVM process's
+// start time that jmx-attach reports) to the first successful scrape of its
+// agent through the pod IP. It reports p50 and p99 in seconds.
+//
+//	go test -run '^$' -bench JVMStartToFirstScrape -benchtime 1x ./test/e2e/
+func BenchmarkJVMStartToFirstScrape(b *testing.B) {
+	const pods = 20
+	for i := 0; i < b.N; i++ {
+		ns, err := env.CreateNamespace(context.Background(), "bench-start")
+		if err != nil {
+			b.Fatal(err)
+		}
+		deployOperator(b, ns)
+		labels := map[string]string{"app": "bench"}
+		if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Create(context.Background(), exporter("bench", labels), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		var mu sync.Mutex
+		var lat []float64
+		var wg sync.WaitGroup
+		for p := 0; p < pods; p++ {
+			name := fmt.Sprintf("jvm-%02d", p)
+			if _, err := kube.CoreV1().Pods(ns).Create(context.Background(), jvmPod(name, labels, testimages.JVMAppRef), metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d, err := startToScrape(ns, name, 5*time.Minute)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				lat = append(lat, d.Seconds())
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		_ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		if len(lat) == 0 {
+			b.Fatal("no measurement")
+		}
+		sort.Float64s(lat)
+		b.ReportMetric(quantile(lat, 0.5), "p50-s")
+		b.ReportMetric(quantile(lat, 0.99), "p99-s")
+		b.ReportMetric(lat[len(lat)-1], "max-s")
+	}
+}
+
+// startToScrape polls the exporter's endpoint for pod and then the agent, and
+// returns the time from the JVM's start to the first good scrape.
+func startToScrape(ns, pod string, timeout time.Duration) (time.Duration, error) {
+	deadline := time.Now().Add(timeout)
+	var ep *jmxv1alpha1.MetricsEndpoint
+	for time.Now().Before(deadline) {
+		if ep == nil {
+			ex, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Get(context.Background(), "bench", metav1.GetOptions{})
+			if err == nil {
+				for i := range ex.Status.MetricsEndpoints {
+					if e := ex.Status.MetricsEndpoints[i]; e.Pod == pod && e.JVMStartedAt != nil {
+						ep = &e
+					}
+				}
+			}
+			if ep == nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+		}
+		// The endpoint was published after the first successful load and
+		// HTTP check; a scrape now measures when a client first gets data.
+		if body, err := scrape(ep.PodIP, ep.Port); err == nil {
+			if _, ok := metricValue(body, heapMetric); ok {
+				return time.Since(ep.JVMStartedAt.Time), nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("%s: no scrape within %s", pod, timeout)
+}
+
+func quantile(sorted []float64, q float64) float64 {
+	i := int(q*float64(len(sorted)-1) + 0.5)
+	return sorted[i]
+}
+
+// BenchmarkFiftyPods measures the time until one exporter has injected fifty
+// JVM pods that already run, and the operator's peak resident memory meanwhile
+// (from its own process_resident_memory_bytes).
+//
+//	go test -run '^$' -bench FiftyPods -benchtime 1x ./test/e2e/
+func BenchmarkFiftyPods(b *testing.B) {
+	const n = 50
+	for i := 0; i < b.N; i++ {
+		ns, err := env.CreateNamespace(context.Background(), "bench-fifty")
+		if err != nil {
+			b.Fatal(err)
+		}
+		deployOperator(b, ns)
+		labels := map[string]string{"app": "fifty"}
+		for p := 0; p < n; p++ {
+			if _, err := kube.CoreV1().Pods(ns).Create(context.Background(), jvmPod(fmt.Sprintf("jvm-%02d", p), labels, testimages.JVMAppRef), metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		waitAllRunning(b, ns, "app=fifty", n)
+		var peak float64
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				if v, ok := operatorRSS(ns); ok && v > peak {
+					peak = v
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(500 * time.Millisecond):
+				}
+			}
+		}()
+		start := time.Now()
+		if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Create(context.Background(), exporter("fifty", labels), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			ex, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Get(context.Background(), "fifty", metav1.GetOptions{})
+			if err == nil && ex.Status.InjectedPods == n {
+				break
+			}
+			if time.Since(start) > 15*time.Minute {
+				b.Fatalf("not all injected: %+v", ex.Status)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		took := time.Since(start)
+		close(stop)
+		<-done
+		_ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		b.ReportMetric(took.Seconds(), "all-injected-s")
+		b.ReportMetric(peak/1e6, "operator-peak-rss-MB")
+	}
+}
+
+// operatorRSS reads the leader's process_resident_memory_bytes through its
+// pod IP.
+func operatorRSS(ns string) (float64, bool) {
+	pods, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + operatorName})
+	if err != nil {
+		return 0, false
+	}
+	var best float64
+	for _, p := range pods.Items {
+		if p.Status.PodIP == "" {
+			continue
+		}
+		body, err := scrape(p.Status.PodIP, 8383)
+		if err != nil {
+			continue
+		}
+		if v, ok := metricValue(body, "process_resident_memory_bytes"); ok && v > best {
+			best = v
+		}
+	}
+	return best, best > 0
+}
+
+func waitAllRunning(b *testing.B, ns, selector string, n int) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		list, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err == nil {
+			running := 0
+			for _, p := range list.Items {
+				if p.Status.Phase == "Running" && p.Status.PodIP != "" {
+					running++
+				}
+			}
+			if running == n {
+				return
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	b.Fatalf("%d pods not running within 10m", n)
+}
