@@ -1,0 +1,75 @@
+package manifest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestBuildTheLocalOverlay(t *testing.T) {
+	objs, err := Build(filepath.Join("..", "..", "deploy", "overlays", "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		kinds[o.GetKind()] = o
+	}
+	for _, k := range []string{"CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "Deployment"} {
+		if kinds[k] == nil {
+			t.Fatalf("no %s in %d objects", k, len(objs))
+		}
+	}
+	if ns := kinds["CustomResourceDefinition"].GetNamespace(); ns != "" {
+		t.Errorf("the CRD got namespace %q", ns)
+	}
+	for _, k := range []string{"ServiceAccount", "Role", "RoleBinding", "Deployment"} {
+		if ns := kinds[k].GetNamespace(); ns != "handlerkit-demo" {
+			t.Errorf("%s in namespace %q, want handlerkit-demo", k, ns)
+		}
+	}
+	subjects, _, _ := unstructured.NestedSlice(kinds["RoleBinding"].Object, "subjects")
+	if subjects[0].(map[string]any)["namespace"] != "handlerkit-demo" {
+		t.Errorf("binding subject %v", subjects[0])
+	}
+	containers, _, _ := unstructured.NestedSlice(kinds["Deployment"].Object, "spec", "template", "spec", "containers")
+	if img := containers[0].(map[string]any)["image"]; img != "ghcr.io/handlerkit/jmx-agent:v0.1.0" {
+		t.Errorf("image %v", img)
+	}
+}
+
+func TestBuildRefusesWhatItDoesNotUnderstand(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources: []\npatches:\n- path: x.yaml\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(dir); err == nil {
+		t.Fatal("a kustomization with patches was accepted and its patches ignored")
+	}
+}
+
+func TestImageOverride(t *testing.T) {
+	objs, err := Decode([]byte(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d}
+spec:
+  template:
+    spec:
+      containers:
+      - {name: a, image: "example.test/x/op:v1"}
+      - {name: b, image: other}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceImage(objs[0], "example.test/x/op", "mirror.test/op", "v2")
+	cs, _, _ := unstructured.NestedSlice(objs[0].Object, "spec", "template", "spec", "containers")
+	if cs[0].(map[string]any)["image"] != "mirror.test/op:v2" || cs[1].(map[string]any)["image"] != "other" {
+		t.Errorf("containers %v", cs)
+	}
+	if _, err := Decode([]byte("metadata: {name: x}\n")); err == nil {
+		t.Error("a document without kind was accepted")
+	}
+}
