@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"--help"}, &out, &errb); code != 0 {
+		t.Fatalf("--help exited %d", code)
+	}
+	help := errb.String()
+	for _, f := range []string{"-namespaces", "WATCH_NAMESPACE", "-kubeconfig", "-metrics-addr", "-leader-election", "-log-level",
+		"-log-format", "-strategies", "-default-strategy", "-injection-timeout", "-parallelism", "-jvm-wait", "-agent-image",
+		"-image-pull-policy", "-local-attach-helper", "-local-agent-jar", "docs/operator.md"} {
+		if !strings.Contains(help, f) {
+			t.Errorf("--help does not mention %s", f)
+		}
+	}
+}
+
+func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
+	for _, args := range [][]string{
+		{"--leader-election", "maybe"},
+		{"--log-format", "xml"},
+		{"--strategies", "Exec,Teleport"},
+		{"--strategies", ""},
+		{"--default-strategy", "Copy"},
+		{"--image-pull-policy", "Sometimes"},
+		{"--injection-timeout", "1s"},
+		{"--parallelism", "0"},
+		{"--log-level", "loud"},
+		{"extra"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d, want 2 (stderr %q)", args, code, errb.String())
+		} else if !strings.Contains(errb.String(), "prometheus-jmx-exporter-operator:") && !strings.Contains(errb.String(), "flag") {
+			t.Errorf("%q: no clear error: %q", args, errb.String())
+		}
+	}
+}
+
+func TestEnvironmentSetsDefaultsAndFlagsWin(t *testing.T) {
+	t.Setenv("WATCH_NAMESPACE", "a,b")
+	t.Setenv("PARALLELISM", "3")
+	var out, errb bytes.Buffer
+	c, err := parseFlags([]string{"--parallelism", "5"}, &out, &errb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.namespaces != "a,b" || c.parallelism != 5 {
+		t.Fatalf("namespaces %q parallelism %d", c.namespaces, c.parallelism)
+	}
+}
+
+func TestOutsideAClusterWithoutKubeconfigIsAnError(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBECONFIG", "")
+	var out, errb bytes.Buffer
+	if code := run([]string{"--metrics-addr", "0"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "not in a cluster") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
