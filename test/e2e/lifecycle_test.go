@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,10 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
+	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
 	"github.com/handlerkit/handlerkit/pkg/operator"
 )
 
@@ -255,34 +254,42 @@ func findCond(cs []metav1.Condition, typ string) metav1.Condition {
 	return metav1.Condition{}
 }
 
-// TestTwoJVMContainersAndASidecar: each JVM container gets the agent on its
-// own port; the non-JVM container is left alone.
+// TestTwoJVMContainersAndASidecar: each JVM container gets the agent, two
+// JVMs in one container each get their own port, and the non-JVM container is
+// left alone.
 func TestTwoJVMContainersAndASidecar(t *testing.T) {
 	ns := newNamespace(t, "e2e-multi", nil)
 	deployOperator(t, ns, withArgs("--jvm-wait=20s"))
 	p := jvmPod("multi", map[string]string{"app": "multi"}, testimages.JVMAppRef)
+	// The worker container runs two JVMs.
 	second := p.Spec.Containers[0]
 	second.Name = "worker"
+	java := testimages.JavaHome + "/bin/java -cp " + testimages.AppDir + "/" + jvmtest.SampleJarName + " " + jvmtest.SampleMainClass
+	second.Command = []string{"/bin/sh", "-c", java + " & exec " + java}
 	sidecar := corev1.Container{Name: "sidecar", Image: testimages.EchoRef, ImagePullPolicy: corev1.PullNever}
 	p.Spec.Containers = append(p.Spec.Containers, second, sidecar)
 	createPod(t, ns, p)
 	waitRunning(t, ns, "multi")
 	createExporter(t, ns, exporter("multi", map[string]string{"app": "multi"}))
 	var eps []jmxv1alpha1.MetricsEndpoint
-	waitFor(t, 3*time.Minute, "two endpoints and the sidecar recorded", func() (bool, string) {
+	waitFor(t, 3*time.Minute, "three endpoints and the sidecar recorded", func() (bool, string) {
 		ex := getExporter(t, ns, "multi")
 		eps = ex.Status.MetricsEndpoints
 		rec, _ := injectedRecord(t, ns, "multi")
-		return len(eps) == 2 && rec.Containers["sidecar"].NoJVM, fmt.Sprintf("endpoints %+v record %+v", eps, rec)
+		return len(eps) == 3 && rec.Containers["sidecar"].NoJVM, fmt.Sprintf("endpoints %+v record %+v", eps, rec)
 	})
-	if eps[0].Port == eps[1].Port || eps[0].Container == eps[1].Container {
-		t.Errorf("endpoints share a port or container: %+v", eps)
-	}
+	ports := map[int32]bool{}
+	containers := map[string]int{}
 	for _, ep := range eps {
+		ports[ep.Port] = true
+		containers[ep.Container]++
 		waitScrape(t, ep.PodIP, ep.Port, heapMetric)
 	}
+	if len(ports) != 3 || containers["app"] != 1 || containers["worker"] != 2 {
+		t.Errorf("endpoints %+v: want three ports, one JVM in app and two in worker", eps)
+	}
 	_, pod := injectedRecord(t, ns, "multi")
-	if pod.Annotations[operator.AnnotationPorts] != fmt.Sprintf("%d,%d", min(eps[0].Port, eps[1].Port), max(eps[0].Port, eps[1].Port)) {
+	if got := strings.Count(pod.Annotations[operator.AnnotationPorts], ",") + 1; got != 3 {
 		t.Errorf("ports annotation %q", pod.Annotations[operator.AnnotationPorts])
 	}
 	waitCondition(t, ns, "multi", jmxv1alpha1.ConditionReady, metav1.ConditionTrue, jmxv1alpha1.ReasonAllInjected, time.Minute)
@@ -429,6 +436,3 @@ func TestFiftyPods(t *testing.T) {
 		waitScrape(t, ep.PodIP, ep.Port, heapMetric)
 	}
 }
-
-var _ = types.UID("")
-var _ = context.Background
