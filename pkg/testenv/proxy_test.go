@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -376,4 +377,105 @@ func TestServiceProxyEnvironmentsTakeTurns(t *testing.T) {
 		t.Fatalf("second environment's probe: %s", out)
 	}
 	checkStopped(t, r.env, rulesBefore, false)
+}
+
+const proxyChildEnvVar = "HANDLERKIT_TESTENV_PROXY_CHILD"
+
+// runProxyChild is the body of a re-executed test binary: it starts an
+// environment with the service proxy, reports its directory and apiserver
+// and waits to be killed.
+func runProxyChild() {
+	env, err := testenv.Start(context.Background(), testenv.WithServiceProxy())
+	if err != nil {
+		if errors.Is(err, testenv.ErrNodeUnsupported) {
+			fmt.Println("unsupported", err)
+			os.Exit(0)
+		}
+		fmt.Println("error", strings.ReplaceAll(err.Error(), "\n", " | "))
+		os.Exit(1)
+	}
+	fmt.Println("host", env.Config().Host)
+	fmt.Println("dir", env.Dir())
+	select {}
+}
+
+func TestServiceProxyRulesOfAKilledTestBinaryAreRemovedByTheNextServiceProxyStart(t *testing.T) {
+	rulesBefore := proxyRules(t)
+	cmd, sc := startChild(t, proxyChildEnvVar)
+	var host, dir string
+	for dir == "" && sc.Scan() {
+		field, value, _ := strings.Cut(sc.Text(), " ")
+		switch field {
+		case "host":
+			host = value
+		case "dir":
+			dir = value
+		case "unsupported":
+			testenv.SkipOrFail(t, fmt.Errorf("%w: %s", testenv.ErrNodeUnsupported, value))
+		case "error":
+			t.Fatalf("child: %s", value)
+		}
+	}
+	if dir == "" {
+		t.Fatal("child exited without starting an environment")
+	}
+	apiserver, err := url.Parse(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SIGKILL: kube-proxy dies with the binary (Pdeathsig), its rules stay.
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	leftRules := func() []string {
+		var out []string
+		for _, rule := range added(rulesBefore, proxyRules(t)) {
+			if strings.Contains(rule, "--to-destination "+apiserver.Host) {
+				out = append(out, rule)
+			}
+		}
+		return out
+	}
+	if len(leftRules()) == 0 {
+		t.Fatalf("the killed child left no rule leading to its apiserver %s; the test cannot tell a cleanup", apiserver.Host)
+	}
+
+	// An environment without the service proxy leaves the rules alone: it
+	// holds no lock that would keep a live kube-proxy from being cut off.
+	plain, err := testenv.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if len(leftRules()) == 0 {
+		t.Fatal("a control-plane Start removed kube-proxy rules")
+	}
+
+	env := startServiceProxy(t)
+	if left := leftRules(); len(left) > 0 {
+		t.Errorf("rules of the killed environment after the next service-proxy Start:\n%s", strings.Join(left, "\n"))
+	}
+	if _, err := os.Stat(filepath.Join(env.Dir(), "logs", "kube-proxy-cleanup.log")); err != nil {
+		t.Errorf("Start ran no kube-proxy --cleanup: %v", err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("directory %s of the killed environment still exists", dir)
+	}
+	checkStopped(t, env, rulesBefore, false)
+}
+
+// BenchmarkServiceProxyStart measures a warm start with the service proxy,
+// to compare with BenchmarkClusterStart. Stop is not timed.
+func BenchmarkServiceProxyStart(b *testing.B) {
+	for b.Loop() {
+		env := startNode(b, testenv.WithServiceProxy())
+		b.StopTimer()
+		if err := env.Stop(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
 }
