@@ -378,10 +378,6 @@ func (n *node) stop(env *Environment) error {
 	for _, p := range n.controls {
 		p.stop(10 * time.Second)
 	}
-	// Then kube-proxy and its rules, which the deleted pods no longer need.
-	if err := n.stopKubeProxy(env.dir); err != nil {
-		errs = append(errs, err)
-	}
 	if n.kubelet != nil {
 		if exited, _ := n.kubelet.Exited(); !exited && env.config != nil {
 			if err := n.deletePods(env); err != nil {
@@ -389,6 +385,11 @@ func (n *node) stop(env *Environment) error {
 			}
 		}
 		n.kubelet.stop(10 * time.Second)
+	}
+	// kube-proxy and its rules only now: terminating pods may still talk
+	// to the apiserver through the kubernetes Service.
+	if err := n.stopKubeProxy(env.dir); err != nil {
+		errs = append(errs, err)
 	}
 	n.recordContainers()
 	n.killContainers()
