@@ -14,6 +14,8 @@ command -v runc        >/dev/null 2>&1 || [[ -x /usr/sbin/runc ]] || need+=(runc
 [[ -x /usr/lib/cni/bridge || -x /opt/cni/bin/bridge ]] || need+=(containernetworking-plugins)
 command -v debootstrap >/dev/null 2>&1 || [[ -x /usr/sbin/debootstrap ]] || need+=(debootstrap)
 command -v ip          >/dev/null 2>&1 || [[ -x /usr/sbin/ip ]] || need+=(iproute2)
+# kube-proxy of testenv.WithServiceProxy (iptables mode: iptables, -save, -restore).
+command -v iptables-restore >/dev/null 2>&1 || [[ -x /usr/sbin/iptables-restore ]] || need+=(iptables)
 # Further packages are added by the parts of the test suite that need them.
 for pkg in ${HANDLERKIT_EXTRA_PACKAGES:-}; do need+=("$pkg"); done
 

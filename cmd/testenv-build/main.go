@@ -1,6 +1,6 @@
 // Command testenv-build builds the binaries pkg/testenv runs (kube-apiserver
-// and etcd; with -node also kube-controller-manager, kube-scheduler, kubelet
-// and containerd with its runc shim and ctr) from the Go module proxy into
+// and etcd; with -node also kube-controller-manager, kube-scheduler, kubelet,
+// kube-proxy and containerd with its runc shim and ctr) from the Go module proxy into
 // the user cache, where testenv looks them up. testenv builds missing
 // binaries on first use by itself; this command does it ahead of time, for
 // example in a CI image, with exactly the recipe testenv uses.
@@ -28,7 +28,7 @@ import (
 )
 
 func main() {
-	node := flag.Bool("node", false, "also build the cluster-mode binaries (kubelet, controller-manager, scheduler, containerd)")
+	node := flag.Bool("node", false, "also build the cluster-mode binaries (kubelet, controller-manager, scheduler, kube-proxy, containerd)")
 	force := flag.Bool("force", false, "rebuild binaries that are already cached")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: testenv-build [-node] [-force] [binary...]\n")

@@ -36,5 +36,8 @@
 // (ErrNodeUnsupported names what is missing), runs one node per machine at a
 // time, loads images from archives (WithImageArchives, LoadImageArchive; see
 // package images) and on Stop leaves no process, mount, network namespace,
-// link or cgroup behind. docs/testenv.md describes it in full.
+// link or cgroup behind. WithServiceProxy adds a real kube-proxy and moves
+// the apiserver onto the node's bridge, so that pods reach it through
+// rest.InClusterConfig (the kubernetes Service, 10.0.0.1:443) and other
+// ClusterIP Services work. docs/testenv.md describes it in full.
 package testenv

@@ -46,6 +46,10 @@ func TestMain(m *testing.M) {
 		runNodeChild()
 		return
 	}
+	if os.Getenv(proxyChildEnvVar) != "" {
+		runProxyChild()
+		return
+	}
 	os.Exit(shared.Main(m))
 }
 

@@ -50,7 +50,8 @@ type nodeOptions struct {
 // bridge networking) and a kubelet, and returns once the node is Ready. It
 // needs root; see ErrNodeUnsupported. Cluster-mode environments take a
 // machine-wide lock, so a second one (in this or another test binary) waits
-// until the first has stopped.
+// until the first has stopped. Pods reach Services, the apiserver among
+// them, only with WithServiceProxy.
 func WithNode() Option {
 	return func(o *options) { o.node.enabled = true }
 }
@@ -197,7 +198,8 @@ const clusterLockPath = "/run/handlerkit-testenv-cluster.lock"
 var processLock sync.Mutex
 
 // acquireClusterLock waits, as long as ctx allows, for the machine-wide lock.
-// When progress is not nil and the lock is taken, it says so there once.
+// When progress is not nil and another environment holds the lock, it says
+// so there once.
 func acquireClusterLock(ctx context.Context, progress io.Writer) (*os.File, error) {
 	locked := make(chan struct{})
 	go func() { processLock.Lock(); close(locked) }()
@@ -378,10 +380,6 @@ func (n *node) stop(env *Environment) error {
 	for _, p := range n.controls {
 		p.stop(10 * time.Second)
 	}
-	// Then kube-proxy and its rules, which the deleted pods no longer need.
-	if err := n.stopKubeProxy(env.dir); err != nil {
-		errs = append(errs, err)
-	}
 	if n.kubelet != nil {
 		if exited, _ := n.kubelet.Exited(); !exited && env.config != nil {
 			if err := n.deletePods(env); err != nil {
@@ -389,6 +387,11 @@ func (n *node) stop(env *Environment) error {
 			}
 		}
 		n.kubelet.stop(10 * time.Second)
+	}
+	// kube-proxy and its rules only now: terminating pods may still talk
+	// to the apiserver through the kubernetes Service.
+	if err := n.stopKubeProxy(env.dir); err != nil {
+		errs = append(errs, err)
 	}
 	n.recordContainers()
 	n.killContainers()

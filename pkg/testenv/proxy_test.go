@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -146,9 +147,15 @@ func startServiceProxy(t *testing.T, archives ...string) *testenv.Environment {
 }
 
 // checkStopped stops env and checks that kube-proxy is gone with its rules,
-// and the bridge with it.
-func checkStopped(t *testing.T, env *testenv.Environment, rulesBefore map[string]bool) {
+// and the bridge with it. When another environment waits to start, it may
+// take the bridge name and write rules of its own at once, so then only
+// the rules that lead to env's apiserver are checked.
+func checkStopped(t *testing.T, env *testenv.Environment, rulesBefore map[string]bool, another bool) {
 	t.Helper()
+	apiserver, err := url.Parse(env.Config().Host)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var kubeProxy *testenv.Process
 	for _, p := range env.Processes() {
 		if p.Name == "kube-proxy" {
@@ -162,17 +169,40 @@ func checkStopped(t *testing.T, env *testenv.Environment, rulesBefore map[string
 	if err != nil {
 		t.Fatal(err)
 	}
+	ifindex := func() string {
+		b, _ := os.ReadFile(filepath.Join("/sys/class/net", string(bridge), "ifindex"))
+		return strings.TrimSpace(string(b))
+	}
+	index := ifindex()
+	if index == "" {
+		t.Fatalf("bridge %s does not exist before Stop", bridge)
+	}
 	if err := env.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
 	if err := syscall.Kill(kubeProxy.Pid(), 0); err == nil {
 		t.Errorf("kube-proxy (pid %d) still runs after Stop", kubeProxy.Pid())
 	}
-	if _, err := os.Stat(filepath.Join("/sys/class/net", string(bridge))); err == nil {
-		t.Errorf("bridge %s still exists after Stop", bridge)
+	left := added(rulesBefore, proxyRules(t))
+	if another {
+		var mine []string
+		for _, rule := range left {
+			if strings.Contains(rule, "--to-destination "+apiserver.Host) {
+				mine = append(mine, rule)
+			}
+		}
+		left = mine
 	}
-	if left := added(rulesBefore, proxyRules(t)); len(left) > 0 {
+	if len(left) > 0 {
 		t.Errorf("kube-proxy rules left after Stop:\n%s", strings.Join(left, "\n"))
+	}
+	if another {
+		return
+	}
+	// Another environment on the machine may create a bridge of the same
+	// name as soon as the lock is free; a new bridge has a new index.
+	if ifindex() == index {
+		t.Errorf("bridge %s still exists after Stop", bridge)
 	}
 	if _, err := os.Stat("/run/handlerkit-testenv-kube-proxy.rules"); err == nil {
 		t.Error("the kube-proxy rules marker is still there after Stop")
@@ -286,7 +316,7 @@ func TestServiceProxyPodsReachTheAPIServerThroughInClusterConfigAndServicesThrou
 	}
 
 	stopped = true
-	checkStopped(t, env, rulesBefore)
+	checkStopped(t, env, rulesBefore, false)
 }
 
 func TestServiceProxyEnvironmentsTakeTurns(t *testing.T) {
@@ -327,7 +357,7 @@ func TestServiceProxyEnvironmentsTakeTurns(t *testing.T) {
 	default:
 	}
 	firstStopped = true
-	checkStopped(t, first, rulesBefore)
+	checkStopped(t, first, rulesBefore, true)
 
 	var r result
 	select {
@@ -346,5 +376,106 @@ func TestServiceProxyEnvironmentsTakeTurns(t *testing.T) {
 	if out := runProbe(t, r.env, ns, "whoami"); !strings.Contains(out, "user system:serviceaccount:"+ns+":default") {
 		t.Fatalf("second environment's probe: %s", out)
 	}
-	checkStopped(t, r.env, rulesBefore)
+	checkStopped(t, r.env, rulesBefore, false)
+}
+
+const proxyChildEnvVar = "HANDLERKIT_TESTENV_PROXY_CHILD"
+
+// runProxyChild is the body of a re-executed test binary: it starts an
+// environment with the service proxy, reports its directory and apiserver
+// and waits to be killed.
+func runProxyChild() {
+	env, err := testenv.Start(context.Background(), testenv.WithServiceProxy())
+	if err != nil {
+		if errors.Is(err, testenv.ErrNodeUnsupported) {
+			fmt.Println("unsupported", err)
+			os.Exit(0)
+		}
+		fmt.Println("error", strings.ReplaceAll(err.Error(), "\n", " | "))
+		os.Exit(1)
+	}
+	fmt.Println("host", env.Config().Host)
+	fmt.Println("dir", env.Dir())
+	select {}
+}
+
+func TestServiceProxyRulesOfAKilledTestBinaryAreRemovedByTheNextServiceProxyStart(t *testing.T) {
+	rulesBefore := proxyRules(t)
+	cmd, sc := startChild(t, proxyChildEnvVar)
+	var host, dir string
+	for dir == "" && sc.Scan() {
+		field, value, _ := strings.Cut(sc.Text(), " ")
+		switch field {
+		case "host":
+			host = value
+		case "dir":
+			dir = value
+		case "unsupported":
+			testenv.SkipOrFail(t, fmt.Errorf("%w: %s", testenv.ErrNodeUnsupported, value))
+		case "error":
+			t.Fatalf("child: %s", value)
+		}
+	}
+	if dir == "" {
+		t.Fatal("child exited without starting an environment")
+	}
+	apiserver, err := url.Parse(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SIGKILL: kube-proxy dies with the binary (Pdeathsig), its rules stay.
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	leftRules := func() []string {
+		var out []string
+		for _, rule := range added(rulesBefore, proxyRules(t)) {
+			if strings.Contains(rule, "--to-destination "+apiserver.Host) {
+				out = append(out, rule)
+			}
+		}
+		return out
+	}
+	if len(leftRules()) == 0 {
+		t.Fatalf("the killed child left no rule leading to its apiserver %s; the test cannot tell a cleanup", apiserver.Host)
+	}
+
+	// An environment without the service proxy leaves the rules alone: it
+	// holds no lock that would keep a live kube-proxy from being cut off.
+	plain, err := testenv.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if len(leftRules()) == 0 {
+		t.Fatal("a control-plane Start removed kube-proxy rules")
+	}
+
+	env := startServiceProxy(t)
+	if left := leftRules(); len(left) > 0 {
+		t.Errorf("rules of the killed environment after the next service-proxy Start:\n%s", strings.Join(left, "\n"))
+	}
+	if _, err := os.Stat(filepath.Join(env.Dir(), "logs", "kube-proxy-cleanup.log")); err != nil {
+		t.Errorf("Start ran no kube-proxy --cleanup: %v", err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("directory %s of the killed environment still exists", dir)
+	}
+	checkStopped(t, env, rulesBefore, false)
+}
+
+// BenchmarkServiceProxyStart measures a warm start with the service proxy,
+// to compare with BenchmarkClusterStart. Stop is not timed.
+func BenchmarkServiceProxyStart(b *testing.B) {
+	for b.Loop() {
+		env := startNode(b, testenv.WithServiceProxy())
+		b.StopTimer()
+		if err := env.Stop(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
 }
