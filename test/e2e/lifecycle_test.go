@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
@@ -434,5 +435,48 @@ func TestFiftyPods(t *testing.T) {
 	ex := getExporter(t, ns, "fifty")
 	for _, ep := range ex.Status.MetricsEndpoints[:5] {
 		waitScrape(t, ep.PodIP, ep.Port, heapMetric)
+	}
+}
+
+// TestNamespaceList: an operator told to watch a comma list of namespaces
+// (its Role bound in each) serves exactly those.
+func TestNamespaceList(t *testing.T) {
+	home := newNamespace(t, "e2e-home", nil)
+	a := newNamespace(t, "e2e-nsa", nil)
+	b := newNamespace(t, "e2e-nsb", nil)
+	other := newNamespace(t, "e2e-other", nil)
+	ctx := t.Context()
+	// The Role of deploy/operator/rbac.yaml, bound in each served namespace
+	// to the operator's ServiceAccount in its home namespace.
+	for _, ns := range []string{a, b} {
+		for _, obj := range decodeManifests(t, "deploy/operator/rbac.yaml") {
+			var err error
+			switch o := obj.(type) {
+			case *rbacv1.Role:
+				_, err = kube.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
+			case *rbacv1.RoleBinding:
+				o.Subjects[0].Namespace = home
+				_, err = kube.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deployOperator(t, home, withArgs("--namespaces="+a+","+b))
+	labels := map[string]string{"app": "listed"}
+	for _, ns := range []string{a, b, other} {
+		createPod(t, ns, jvmPod("jvm", labels, testimages.JVMAppRef))
+		createExporter(t, ns, exporter("listed", labels))
+	}
+	for _, ns := range []string{a, b} {
+		waitRunning(t, ns, "jvm")
+		checkInjected(t, ns, "listed", "jvm", jmxv1alpha1.DefaultPort)
+	}
+	// The namespace outside the list is never touched.
+	ex := getExporter(t, other, "listed")
+	pod := waitRunning(t, other, "jvm")
+	if len(ex.Status.Conditions) != 0 || len(ex.Finalizers) != 0 || len(pod.Spec.EphemeralContainers) != 0 {
+		t.Errorf("the unwatched namespace was touched: exporter %+v, %d ephemeral containers", ex.Status, len(pod.Spec.EphemeralContainers))
 	}
 }
