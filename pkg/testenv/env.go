@@ -169,10 +169,13 @@ func startLocal(parent context.Context, o options) (_ *Environment, err error) {
 	apiIP := "127.0.0.1"
 	servingIPs := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	if o.node.serviceProxy {
-		// The lock wait is not part of the start timeout.
 		if err := prepareServiceProxy(parent, env); err != nil {
 			return nil, err
 		}
+		// The start timeout begins once the cluster-mode lock is held.
+		var cancelAfterLock context.CancelFunc
+		ctx, cancelAfterLock = context.WithTimeout(parent, o.startTimeout)
+		defer cancelAfterLock()
 		apiIP = env.node.gatewayIP()
 		servingIPs = append(servingIPs, net.ParseIP(apiIP), net.ParseIP(KubernetesServiceIP))
 	}
