@@ -20,7 +20,7 @@ func Markdown(res *suite.Results) string {
 		throughput(&b, t, cfg, suite.ScenarioThroughput, "no-op handler")
 	}
 	if slices.Contains(cfg.Scenarios, suite.ScenarioRealistic) {
-		throughput(&b, t, cfg, suite.ScenarioRealistic, "realistic handler (cached read of a ConfigMap, status update)")
+		throughput(&b, t, cfg, suite.ScenarioRealistic, "realistic handler (cached read of a ConfigMap, status patch)")
 		apiLoad(&b, t, cfg)
 	}
 	if slices.Contains(cfg.Scenarios, suite.ScenarioSteady) {
@@ -92,8 +92,9 @@ func apiLoad(b *strings.Builder, t table, cfg suite.Config) {
 		out = append(out, line)
 	}
 	markdownTable(b, []string{"Contender", "Workers", "LIST", "WATCH", "GET (live reads)", "writes", "discovery", "total", "per event", "failed writes"}, out)
-	b.WriteString("Counted by a round-tripper on each contender's rest.Config. `failed writes` are status updates refused " +
-		"with a conflict (the cached object was older than the stored one) and retried.\n\n")
+	b.WriteString("Counted by a round-tripper on each contender's rest.Config. Every contender writes status with the same " +
+		"JSON merge patch of the status subresource, without a resourceVersion; `failed writes` are those the server refused, " +
+		"retried with backoff.\n\n")
 }
 
 func steady(b *strings.Builder, t table, cfg suite.Config) {
