@@ -5,7 +5,7 @@
 // prints markdown tables (see docs/performance.md) on stdout and progress
 // on stderr.
 //
-//	go run . [-objects 10000] [-runs 3] [-scenarios throughput,realistic,steady,memory]
+//	go run . [-objects 10000] [-churn-objects N] [-runs 3] [-scenarios throughput,realistic,steady,memory]
 //	go run . -from results.json   # render saved results again
 package main
 
@@ -43,7 +43,8 @@ func run() error {
 		jsonOut, benchOut, from string
 		qps                     float64
 	)
-	flag.IntVar(&cfg.Objects, "objects", cfg.Objects, "custom objects per throughput and steady workload")
+	flag.IntVar(&cfg.Objects, "objects", cfg.Objects, "custom objects per steady workload (startup, latency), and per throughput workload unless -churn-objects is set")
+	flag.IntVar(&cfg.ChurnObjects, "churn-objects", 0, "custom objects per throughput and realistic workload (default -objects)")
 	flag.IntVar(&cfg.Pods, "pods", cfg.Pods, "Pods for the memory figures")
 	flag.IntVar(&cfg.Runs, "runs", cfg.Runs, "interleaved runs")
 	flag.StringVar(&workers, "workers", "1,8", "worker counts for the no-op throughput scenario")
@@ -72,7 +73,10 @@ func run() error {
 	}
 	cfg.Progress = os.Stderr
 
-	var res *suite.Results
+	var (
+		res        *suite.Results
+		measureErr error // a failed session: the tables still show what was measured before it
+	)
 	if from != "" {
 		raw, err := os.ReadFile(from)
 		if err != nil {
@@ -83,8 +87,8 @@ func run() error {
 			return fmt.Errorf("%s: %w", from, err)
 		}
 	} else {
-		if res, err = measure(cfg); err != nil {
-			return err
+		if res, measureErr = measure(cfg); res == nil {
+			return measureErr
 		}
 	}
 	fmt.Print(report.Markdown(res))
@@ -102,7 +106,7 @@ func run() error {
 			return err
 		}
 	}
-	return nil
+	return measureErr
 }
 
 // measure starts a control plane and runs the suite on it.

@@ -47,8 +47,8 @@ const (
 	// HandlerNoop records the object and returns.
 	HandlerNoop = "noop"
 	// HandlerRealistic reads the ConfigMap the exporter names from the
-	// cache and, when workload.DesiredStatus says so, updates the
-	// exporter's status subresource.
+	// cache and, when workload.DesiredStatus says so, merge-patches the
+	// exporter's status subresource (workload.StatusPatch).
 	HandlerRealistic = "realistic"
 )
 

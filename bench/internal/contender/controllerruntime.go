@@ -112,8 +112,13 @@ func (r crRealistic) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	if status, changed := workload.DesiredStatus(pje, cm); changed {
-		pje.Status = status
-		if err := r.client.Status().Update(ctx, pje); err != nil {
+		// The same bytes as the other contenders send; client.MergeFrom
+		// would compute them from a copy instead.
+		patch, err := workload.StatusPatch(status)
+		if err != nil {
+			return reconcile.Result{}, reconcile.TerminalError(err)
+		}
+		if err := r.client.Status().Patch(ctx, pje, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			r.rec.Failed()
 			return reconcile.Result{}, err
 		}

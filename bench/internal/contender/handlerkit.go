@@ -117,8 +117,11 @@ func (h handlerkitRealistic) Handle(ctx context.Context, e sdk.Event) error {
 		}
 	}
 	if status, changed := workload.DesiredStatus(pje, cm); changed {
-		pje.Status = status
-		if err := h.write.UpdateStatus(ctx, pje); err != nil {
+		patch, err := workload.StatusPatch(status)
+		if err != nil {
+			return sdk.Terminal(err)
+		}
+		if err := h.write.Patch(ctx, pje, action.MergePatch, patch, action.WithSubresource("status")); err != nil {
 			h.rec.Failed()
 			return err
 		}

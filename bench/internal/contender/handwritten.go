@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -190,9 +191,11 @@ func (h handwrittenRealistic) sync(ctx context.Context, key string) error {
 		}
 	}
 	if status, changed := workload.DesiredStatus(cached, cm); changed {
-		pje := cached.DeepCopy() // never mutate the cache
-		pje.Status = status
-		if _, err := h.client.JmxV1alpha1().PrometheusJmxExporters(ns).UpdateStatus(ctx, pje, metav1.UpdateOptions{}); err != nil {
+		patch, err := workload.StatusPatch(status)
+		if err != nil {
+			return err
+		}
+		if _, err := h.client.JmxV1alpha1().PrometheusJmxExporters(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 			h.rec.Failed()
 			return err
 		}

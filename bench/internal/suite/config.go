@@ -8,8 +8,8 @@ import (
 
 // The scenarios, in the order a run goes through them.
 const (
-	// ScenarioThroughput creates, then updates, Objects exporters under a
-	// no-op handler, with each worker count.
+	// ScenarioThroughput creates, then updates, Config.Churn() exporters
+	// under a no-op handler, with each worker count.
 	ScenarioThroughput = "throughput"
 	// ScenarioRealistic is ScenarioThroughput with the realistic handler,
 	// and counts the contender's requests.
@@ -28,7 +28,8 @@ var AllScenarios = []string{ScenarioThroughput, ScenarioRealistic, ScenarioStead
 
 // Config sizes the benchmark.
 type Config struct {
-	Objects         int           // exporters per throughput and steady workload
+	Objects         int           // exporters per steady workload (startup, latency), and per throughput workload unless ChurnObjects is set
+	ChurnObjects    int           // exporters per throughput and realistic workload; 0 for Objects
 	Pods            int           // Pods for the memory figures
 	Runs            int           // interleaved runs; figures report their median and spread
 	Workers         []int         // worker counts for the no-op throughput scenario
@@ -58,6 +59,8 @@ func DefaultConfig() Config {
 
 func (c Config) validate() error {
 	switch {
+	case c.ChurnObjects < 0:
+		return errors.New("suite: negative churn objects")
 	case c.Objects <= 0 || c.Pods <= 0 || c.Runs <= 0 || len(c.Workers) == 0 || len(c.RealWorkers) == 0:
 		return errors.New("suite: objects, pods, runs and workers must be positive")
 	case c.LatencyRate <= 0 || c.LatencyDuration <= 0:
@@ -68,6 +71,15 @@ func (c Config) validate() error {
 		return errors.New("suite: QPS and burst must be positive, and the same for every contender")
 	}
 	return nil
+}
+
+// Churn is how many exporters a throughput or realistic session creates
+// and updates.
+func (c Config) Churn() int {
+	if c.ChurnObjects > 0 {
+		return c.ChurnObjects
+	}
+	return c.Objects
 }
 
 func (c Config) has(scenario string) bool {

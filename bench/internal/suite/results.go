@@ -13,7 +13,7 @@ const (
 	FigCreateLag     = "create-lag"      // seconds from the last create acknowledged to every object handled
 	FigUpdateLag     = "update-lag"      // seconds from the last update acknowledged to every object handled
 	FigRequests      = "requests"        // requests in a realistic churn session, by class (Class)
-	FigFailures      = "failures"        // failed status writes (conflicts) in a realistic churn session
+	FigFailures      = "failures"        // failed status writes in a realistic churn session
 	FigSteadyPerCall = "steady-per-call" // requests per handler call in steady state, by class
 	FigLatencyP50    = "latency-p50"     // seconds from an update being sent to the handler call
 	FigLatencyP99    = "latency-p99"     // seconds

@@ -75,11 +75,11 @@ func handleTimeout(n int) time.Duration {
 	return 2*time.Minute + time.Duration(n)*20*time.Millisecond
 }
 
-// churn starts the contender on an empty namespace, creates Objects
+// churn starts the contender on an empty namespace, creates Churn()
 // exporters and times until all are handled, then updates them all and
 // times the same.
 func (r *runner) churn(ctx context.Context, scenario string, run int, row Row) error {
-	n := r.cfg.Objects
+	n := r.cfg.Churn()
 	ns, err := r.writer.Namespace(ctx, "bench-churn-")
 	if err != nil {
 		return err

@@ -20,7 +20,8 @@ import (
 )
 
 // Run prepares the workloads on env and runs cfg.Runs interleaved runs of
-// the chosen scenarios. The executable must call
+// the chosen scenarios. When a session fails, it returns the results so
+// far with the error. The executable must call
 // session.RunChildIfRequested first thing, as it runs the contenders.
 func Run(ctx context.Context, env *testenv.Environment, cfg Config) (*Results, error) {
 	if err := cfg.validate(); err != nil {
@@ -53,7 +54,10 @@ func Run(ctx context.Context, env *testenv.Environment, cfg Config) (*Results, e
 				r.results.LoadAverages = append(r.results.LoadAverages, loadAverage())
 				start := time.Now()
 				if err := r.session(ctx, scenario, run, s); err != nil {
-					return r.results, fmt.Errorf("run %d, %s, %s: %w", run, scenario, s, err)
+					err = fmt.Errorf("run %d, %s, %s: %w", run, scenario, s, err)
+					r.results.Notes = append(r.results.Notes, "stopped early: "+err.Error())
+					r.results.Finished = time.Now()
+					return r.results, err
 				}
 				r.progress("run %d/%d %-10s %-45s %5.1fs  load %.2f", run, cfg.Runs, scenario, s, time.Since(start).Seconds(), loadAverage())
 			}

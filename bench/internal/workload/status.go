@@ -1,6 +1,9 @@
 package workload
 
 import (
+	"encoding/json"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,4 +43,15 @@ func ConfigMapNameOf(e *jmxv1alpha1.PrometheusJmxExporter) string {
 		return ""
 	}
 	return e.Spec.Config.ConfigMapName
+}
+
+// StatusPatch is the JSON merge patch that sets status on the status
+// subresource. It carries no resourceVersion, so it cannot conflict with
+// another writer; every contender sends these same bytes.
+func StatusPatch(status jmxv1alpha1.PrometheusJmxExporterStatus) ([]byte, error) {
+	data, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return nil, fmt.Errorf("workload: status patch: %w", err)
+	}
+	return data, nil
 }

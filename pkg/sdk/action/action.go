@@ -1,6 +1,6 @@
 // Package action writes Kubernetes objects for handlers: Create, Update,
-// UpdateStatus, Patch (merge, JSON, strategic merge and server-side apply)
-// and Delete. Every call writes the server's reply back into the object, so
+// UpdateStatus, Patch (merge, JSON, strategic merge and server-side apply,
+// of the object or, with WithSubresource, of its status) and Delete. Every call writes the server's reply back into the object, so
 // the caller sees the new resourceVersion, defaults and status. Bad input
 // (a nil object, an object without kind, a kind the server does not serve)
 // returns a clear error; nothing panics.
@@ -59,6 +59,7 @@ type options struct {
 	propagation   *metav1.DeletionPropagation
 	gracePeriod   *int64
 	preconditions *metav1.Preconditions
+	subresource   string
 }
 
 // WithFieldManager names the writer in managedFields. Server-side apply
@@ -93,6 +94,23 @@ func WithPreconditions(uid types.UID, resourceVersion string) Option {
 		}
 		o.preconditions = &p
 	}
+}
+
+// WithSubresource makes Patch write the named subresource of the object
+// instead of the object itself: WithSubresource("status") patches the
+// status, which a patch of the object leaves unchanged when the kind has
+// a status subresource. Any patch type works, server-side apply included.
+// A merge patch of status carries no resourceVersion, so it cannot
+// conflict with a concurrent write, unlike UpdateStatus. Only Patch takes
+// it; the other writes return an error.
+func WithSubresource(name string) Option { return func(o *options) { o.subresource = name } }
+
+// onlyPatch refuses WithSubresource for the writes other than Patch.
+func (o options) onlyPatch(verb, kind string) error {
+	if o.subresource != "" {
+		return fmt.Errorf("action: %s %s: WithSubresource(%q) applies only to Patch", verb, kind, o.subresource)
+	}
+	return nil
 }
 
 func collect(opts []Option) options {
@@ -249,6 +267,9 @@ func (w *Writer) Create(ctx context.Context, obj runtime.Object, opts ...Option)
 		return err
 	}
 	o := collect(opts)
+	if err := o.onlyPatch("create", t.gvk.Kind); err != nil {
+		return err
+	}
 	u, err := convert.ToUnstructured(obj, t.gvk)
 	if err != nil {
 		return fmt.Errorf("action: create %s: %w", t.gvk.Kind, err)
@@ -277,6 +298,9 @@ func (w *Writer) update(ctx context.Context, verb string, obj runtime.Object, op
 		return err
 	}
 	o := collect(opts)
+	if err := o.onlyPatch(verb, t.gvk.Kind); err != nil {
+		return err
+	}
 	u, err := convert.ToUnstructured(obj, t.gvk)
 	if err != nil {
 		return fmt.Errorf("action: %s %s: %w", verb, t.gvk.Kind, err)
@@ -308,6 +332,9 @@ func (w *Writer) update(ctx context.Context, verb string, obj runtime.Object, op
 // CRDs), which holds only what was set, with obj naming the object and
 // receiving the reply; or apply a partial *unstructured.Unstructured with
 // nil data.
+//
+// WithSubresource("status") patches the status subresource: only the
+// status changes, and the reply, the whole object, is written back.
 func (w *Writer) Patch(ctx context.Context, obj runtime.Object, pt PatchType, data []byte, opts ...Option) error {
 	t, err := w.resolve("patch", obj, true)
 	if err != nil {
@@ -345,7 +372,11 @@ func (w *Writer) Patch(ctx context.Context, obj runtime.Object, pt PatchType, da
 	default:
 		return fmt.Errorf("action: patch %s %q: unsupported patch type %q", t.gvk.Kind, t.name, pt)
 	}
-	reply, err := t.client.Patch(ctx, t.name, pt, data, po)
+	var subresources []string
+	if o.subresource != "" {
+		subresources = []string{o.subresource}
+	}
+	reply, err := t.client.Patch(ctx, t.name, pt, data, po, subresources...)
 	if err != nil {
 		return err
 	}
@@ -362,6 +393,9 @@ func (w *Writer) Delete(ctx context.Context, obj runtime.Object, opts ...Option)
 		return err
 	}
 	o := collect(opts)
+	if err := o.onlyPatch("delete", t.gvk.Kind); err != nil {
+		return err
+	}
 	do := metav1.DeleteOptions{
 		TypeMeta:           metav1.TypeMeta{APIVersion: "v1", Kind: "DeleteOptions"},
 		DryRun:             o.dryRunValue(),

@@ -173,6 +173,78 @@ func TestPatchKindsWriteTheReplyBack(t *testing.T) {
 	}
 }
 
+// TestPatchWithSubresourceWritesOnlyTheStatus patches the status
+// subresource of a custom resource with each patch type, as a handler
+// reporting what it observed does: the status changes, the spec and
+// generation do not, and the reply comes back into the object.
+func TestPatchWithSubresourceWritesOnlyTheStatus(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		pt   action.PatchType
+		data string
+		opts []action.Option
+	}{
+		{"merge", action.MergePatch, `{"spec":{"size":9},"status":{"phase":"Ready"}}`, nil},
+		{"json", action.JSONPatch, `[{"op":"add","path":"/status","value":{"phase":"Ready"}},{"op":"replace","path":"/spec/size","value":9}]`, nil},
+		{"apply", action.ApplyPatch, `{"apiVersion":"` + group + `/v1","kind":"Gadget","spec":{"size":9},"status":{"phase":"Ready"}}`, []action.Option{action.WithFieldManager("status-writer")}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := gadget(f.ns, "status-"+c.name)
+			if err := f.w.Create(ctx, g); err != nil {
+				t.Fatal(err)
+			}
+			target := gadget(f.ns, g.GetName())
+			opts := append([]action.Option{action.WithSubresource("status")}, c.opts...)
+			if err := f.w.Patch(ctx, target, c.pt, []byte(c.data), opts...); err != nil {
+				t.Fatal(err)
+			}
+			live, err := f.op.DynamicClient().Resource(gadgetGVR()).Namespace(f.ns).Get(ctx, g.GetName(), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for label, u := range map[string]*unstructured.Unstructured{"written back": target, "stored": live} {
+				phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+				size, _, _ := unstructured.NestedInt64(u.Object, "spec", "size")
+				if phase != "Ready" || size != 1 || u.GetGeneration() != 1 || u.GetUID() != g.GetUID() {
+					t.Errorf("%s: phase %q, size %d, generation %d, uid %q; want Ready, 1 (the spec is not the status's), 1, %q",
+						label, phase, size, u.GetGeneration(), u.GetUID(), g.GetUID())
+				}
+			}
+		})
+	}
+
+	// Without WithSubresource, the same merge patch changes the spec only.
+	g := gadget(f.ns, "main-resource")
+	if err := f.w.Create(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.Patch(ctx, g, action.MergePatch, []byte(cases[0].data)); err != nil {
+		t.Fatal(err)
+	}
+	phase, _, _ := unstructured.NestedString(g.Object, "status", "phase")
+	size, _, _ := unstructured.NestedInt64(g.Object, "spec", "size")
+	if phase != "" || size != 9 {
+		t.Errorf("patch of the main resource: phase %q size %d, want no status and size 9", phase, size)
+	}
+
+	if err := f.w.Patch(ctx, gadget(f.ns, "main-resource"), action.MergePatch, []byte(`{"status":{}}`), action.WithSubresource("scale")); !apierrors.IsNotFound(err) {
+		t.Errorf("patch of a subresource the kind lacks = %v, want NotFound", err)
+	}
+	for verb, write := range map[string]func() error{
+		"Create":       func() error { return f.w.Create(ctx, gadget(f.ns, "refused"), action.WithSubresource("status")) },
+		"Update":       func() error { return f.w.Update(ctx, g, action.WithSubresource("status")) },
+		"UpdateStatus": func() error { return f.w.UpdateStatus(ctx, g, action.WithSubresource("status")) },
+		"Delete":       func() error { return f.w.Delete(ctx, g, action.WithSubresource("status")) },
+	} {
+		if err := write(); err == nil || !strings.Contains(err.Error(), "applies only to Patch") {
+			t.Errorf("%s with WithSubresource = %v, want an error saying it applies only to Patch", verb, err)
+		}
+	}
+}
+
 func TestApplyWithoutDataAppliesTheObject(t *testing.T) {
 	f := newFixture(t)
 	g := gadget(f.ns, "applied")

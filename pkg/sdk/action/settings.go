@@ -19,13 +19,16 @@ type Settings struct {
 	PropagationPolicy  *metav1.DeletionPropagation
 	GracePeriodSeconds *int64
 	Preconditions      *metav1.Preconditions
+	// Subresource is the subresource Patch writes ("status"); empty for
+	// the object itself.
+	Subresource string
 }
 
 // SettingsOf applies opts in order and returns the result. The pointers
 // are the caller's own copies.
 func SettingsOf(opts ...Option) Settings {
 	o := collect(opts)
-	s := Settings{FieldManager: o.fieldManager, DryRun: o.dryRun, Force: o.force}
+	s := Settings{FieldManager: o.fieldManager, DryRun: o.dryRun, Force: o.force, Subresource: o.subresource}
 	if o.propagation != nil {
 		p := *o.propagation
 		s.PropagationPolicy = &p

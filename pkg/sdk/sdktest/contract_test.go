@@ -414,6 +414,25 @@ var contractCases = []struct {
 		size, _, _ := unstructured.NestedInt64(g.Object, "spec", "size")
 		r.want("gadget after update status", fmt.Sprint(phase, " ", size, " ", g.GetGeneration()), "ready 1 1")
 	}},
+	{"PatchWithSubresourceWritesOnlyTheStatus", func(r *run) {
+		g := gadget(r.b.ns, "status-patch", 1)
+		r.must("create gadget", r.b.w.Create(ctx, g))
+		rv := g.GetResourceVersion()
+		r.must("merge patch of the status subresource", r.b.w.Patch(ctx, g, action.MergePatch,
+			[]byte(`{"spec":{"size":9},"status":{"phase":"ready"}}`), action.WithSubresource("status")))
+		phase, _, _ := unstructured.NestedString(g.Object, "status", "phase")
+		size, _, _ := unstructured.NestedInt64(g.Object, "spec", "size")
+		r.want("gadget after the status patch", fmt.Sprint(phase, " ", size, " ", g.GetGeneration(), " ", g.GetResourceVersion() != rv), "ready 1 1 true")
+		stale := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"status":{"phase":"stale"}}`, rv)
+		r.want("status patch with a stale resourceVersion", outcome(r.b.w.Patch(ctx, g.DeepCopy(), action.MergePatch, []byte(stale), action.WithSubresource("status"))), "Conflict")
+
+		d := deployment(r.b.ns, "status-patch", 1)
+		r.must("create deployment", r.b.w.Create(ctx, d))
+		r.must("JSON patch of the status subresource", r.b.w.Patch(ctx, d, action.JSONPatch,
+			[]byte(`[{"op":"add","path":"/status","value":{"replicas":4}}]`), action.WithSubresource("status")))
+		r.want("deployment status and generation", fmt.Sprint(d.Status.Replicas, " ", d.Generation), "4 1")
+		r.want("create with a subresource", outcome(r.b.w.Create(ctx, gadget(r.b.ns, "refused", 1), action.WithSubresource("status"))) != "ok", true)
+	}},
 	{"CustomResourcesNeedAResourceVersionToUpdate", func(r *run) {
 		g := gadget(r.b.ns, "versioned", 1)
 		r.must("create", r.b.w.Create(ctx, g))

@@ -32,6 +32,11 @@ import (
 // per object; see apply. With nil data, obj itself is applied, as
 // action.Writer does, and the field manager defaults to
 // action.DefaultFieldManager.
+//
+// With action.WithSubresource("status"), a merge, JSON or strategic merge
+// patch changes only the stored status, as on a server whose kind has a
+// status subresource (every kind here has one); other subresources are
+// IsNotFound, and server-side apply to a subresource is not modelled.
 func (c *Client) Patch(ctx context.Context, obj runtime.Object, pt action.PatchType, data []byte, opts ...action.Option) error {
 	if err := live(ctx); err != nil {
 		return err
@@ -58,6 +63,13 @@ func (c *Client) Patch(ctx context.Context, obj runtime.Object, pt action.PatchT
 	default:
 		return fmt.Errorf("sdktest: patch %s %q: unsupported patch type %q", t.gvk.Kind, t.name, pt)
 	}
+	switch {
+	case s.Subresource == "":
+	case s.Subresource != "status":
+		return apierrors.NewNotFound(t.gvr.GroupResource(), t.name+"/"+s.Subresource)
+	case pt == action.ApplyPatch:
+		return fmt.Errorf("sdktest: apply %s %q: server-side apply to the status subresource is not modelled; use a merge patch", t.gvk.Kind, t.name)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	current := c.lookup(t)
@@ -70,13 +82,29 @@ func (c *Client) Patch(ctx context.Context, obj runtime.Object, pt action.PatchT
 		}
 		var patched *unstructured.Unstructured
 		if patched, err = patchStored(t, current, pt, data); err == nil {
-			result, err = c.replace(t, current, patched, true, s.DryRun)
+			if s.Subresource == "status" {
+				patched = statusOf(current, patched)
+			}
+			result, err = c.replace(t, current, patched, s.Subresource == "", s.DryRun)
 		}
 	}
 	if err != nil {
 		return err
 	}
 	return copyOut(obj, result)
+}
+
+// statusOf is current with patched's status and resourceVersion: what a
+// patch of the status subresource stores.
+func statusOf(current, patched *unstructured.Unstructured) *unstructured.Unstructured {
+	next := current.DeepCopy()
+	if st, ok := patched.Object["status"]; ok {
+		next.Object["status"] = st
+	} else {
+		delete(next.Object, "status")
+	}
+	next.SetResourceVersion(patched.GetResourceVersion())
+	return next
 }
 
 // applyData is obj as an apply configuration, as action.Writer sends it.

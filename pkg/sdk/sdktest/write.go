@@ -35,6 +35,9 @@ func (c *Client) Create(ctx context.Context, obj runtime.Object, opts ...action.
 	if err != nil {
 		return err
 	}
+	if s.Subresource != "" {
+		return fmt.Errorf("sdktest: %s %s: WithSubresource(%q) applies only to Patch", "create", t.gvk.Kind, s.Subresource)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	u, err := c.toStored(obj, t)
@@ -103,6 +106,9 @@ func (c *Client) update(ctx context.Context, verb string, obj runtime.Object, op
 	t, err := c.resolve(verb, obj, true)
 	if err != nil {
 		return err
+	}
+	if s.Subresource != "" {
+		return fmt.Errorf("sdktest: %s %s: WithSubresource(%q) applies only to Patch", verb, t.gvk.Kind, s.Subresource)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -209,6 +215,9 @@ func (c *Client) Delete(ctx context.Context, obj runtime.Object, opts ...action.
 	t, err := c.resolve("delete", obj, true)
 	if err != nil {
 		return err
+	}
+	if s.Subresource != "" {
+		return fmt.Errorf("sdktest: %s %s: WithSubresource(%q) applies only to Patch", "delete", t.gvk.Kind, s.Subresource)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
