@@ -26,7 +26,7 @@ build: ## Build every command into ./bin (static, CGO_ENABLED=0).
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 .PHONY: prereqs
-prereqs: ## Install missing Debian packages (JDK, runc, CNI plugins, debootstrap, iproute2) with apt-get.
+prereqs: ## Install missing Debian packages (JDK, Maven, runc, CNI plugins, debootstrap, iproute2, iptables) with apt-get.
 	hack/prereqs.sh
 
 .PHONY: controlplane
@@ -34,7 +34,7 @@ controlplane: ## Build kube-apiserver and etcd into the cache (skips what is cac
 	hack/build-controlplane.sh
 
 .PHONY: node
-node: ## Build kubelet, kube-controller-manager, kube-scheduler and containerd into the cache.
+node: ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy and containerd into the cache.
 	hack/build-node.sh
 
 .PHONY: images

@@ -168,14 +168,25 @@ func startLocal(parent context.Context, o options) (_ *Environment, err error) {
 	// node's bridge, which must exist first.
 	apiIP := "127.0.0.1"
 	servingIPs := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	if o.node.serviceProxy {
-		if err := prepareServiceProxy(parent, env); err != nil {
-			return nil, err
+	if o.node.enabled {
+		// A cluster-mode environment waits for the machine-wide cluster lock
+		// as long as parent allows (another test binary's cluster may hold it
+		// for minutes); the start timeout begins once it holds the lock.
+		if o.node.serviceProxy {
+			if err := prepareServiceProxy(parent, env); err != nil {
+				return nil, err
+			}
+		} else {
+			env.node = &node{dir: filepath.Join(env.dir, "node"), containers: map[string]bool{}}
+			if err := env.node.claimNetwork(parent, os.Stderr); err != nil {
+				return nil, err
+			}
 		}
-		// The start timeout begins once the cluster-mode lock is held.
 		var cancelAfterLock context.CancelFunc
 		ctx, cancelAfterLock = context.WithTimeout(parent, o.startTimeout)
 		defer cancelAfterLock()
+	}
+	if o.node.serviceProxy {
 		apiIP = env.node.gatewayIP()
 		servingIPs = append(servingIPs, net.ParseIP(apiIP), net.ParseIP(KubernetesServiceIP))
 	}

@@ -23,6 +23,12 @@ import (
 //
 //	go test -run '^$' -bench JVMStartToFirstScrape -benchtime 1x ./test/e2e/
 func BenchmarkJVMStartToFirstScrape(b *testing.B) {
+	for _, strategy := range []jmxv1alpha1.InjectionStrategy{jmxv1alpha1.InjectionEphemeralContainer, jmxv1alpha1.InjectionExec} {
+		b.Run(string(strategy), func(b *testing.B) { benchStartToScrape(b, strategy) })
+	}
+}
+
+func benchStartToScrape(b *testing.B, strategy jmxv1alpha1.InjectionStrategy) {
 	const pods = 20
 	for i := 0; i < b.N; i++ {
 		ns, err := env.CreateNamespace(context.Background(), "bench-start")
@@ -31,7 +37,8 @@ func BenchmarkJVMStartToFirstScrape(b *testing.B) {
 		}
 		deployOperator(b, ns)
 		labels := map[string]string{"app": "bench"}
-		if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Create(context.Background(), exporter("bench", labels), metav1.CreateOptions{}); err != nil {
+		ex := exporter("bench", labels, func(ex *jmxv1alpha1.PrometheusJmxExporter) { ex.Spec.Injection.Strategy = strategy })
+		if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Create(context.Background(), ex, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		var lat []float64
