@@ -79,6 +79,11 @@ func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (
 	defer helper.Close()
 	var stdout, stderr bytes.Buffer
 	if err := s.exec(ctx, t, []string{"/bin/sh", "-c", stageScript}, helper, &stdout, &stderr); err != nil {
+		if noShell(err, stderr.String()) {
+			return Outcome{Refused: ReasonShellNotFound, Detail: fmt.Sprintf(
+				"the Exec strategy needs /bin/sh, mktemp, cat and chmod in container %s (%v); use the EphemeralContainer strategy, which needs nothing in the image",
+				t.Container, truncate(firstNonEmpty(stderr.String(), err.Error()), 200))}, nil
+		}
 		return Outcome{}, fmt.Errorf("copy jmx-attach into %s: %w: %s", t, err, truncate(stderr.String(), 300))
 	}
 	staged := strings.TrimSpace(stdout.String())
@@ -102,6 +107,25 @@ func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (
 		out = stderr.Bytes()
 	}
 	return parseOutcome(out, code)
+}
+
+// noShell says whether an exec failed because the container has no /bin/sh
+// or one of the tools the stage script runs: the runtime's "executable file
+// not found", or the shell's exit 127 (command not found).
+func noShell(err error, stderr string) bool {
+	msg := err.Error() + " " + stderr
+	if strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory") && strings.Contains(msg, "/bin/sh") {
+		return true
+	}
+	var exitErr utilexec.ExitError
+	return errors.As(err, &exitErr) && exitErr.ExitStatus() == 127
+}
+
+func firstNonEmpty(a, b string) string {
+	if strings.TrimSpace(a) != "" {
+		return strings.TrimSpace(a)
+	}
+	return b
 }
 
 // exec runs command in the target container with stdin. It uses the SPDY

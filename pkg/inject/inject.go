@@ -143,7 +143,15 @@ type Outcome struct {
 	// Detail is jmx-attach's own message when it reported no results (bad
 	// arguments, an invalid config or jar); it is empty otherwise.
 	Detail string
+	// Refused, when set, is a CamelCase reason why the container cannot be
+	// injected this way at all (ShellNotFound: Exec in an image without a
+	// shell); Detail says what to do. It is permanent for the container.
+	Refused string
 }
+
+// ReasonShellNotFound is Outcome.Refused when the Exec strategy finds no
+// /bin/sh (or mktemp, cat, chmod) in the target container.
+const ReasonShellNotFound = "ShellNotFound"
 
 // Strategy loads or reconfigures agents in one container.
 type Strategy interface {

@@ -307,6 +307,9 @@ func classify(out inject.Outcome, err error) classified {
 	if out.NoJVM {
 		return classified{class: resultSuccess, reason: jmxv1alpha1.ReasonNoJVMFound, noJVM: true}
 	}
+	if out.Refused != "" {
+		return classified{class: resultFailure, reason: out.Refused, failure: &Failure{Reason: out.Refused, Message: out.Detail}}
+	}
 	if len(out.Results) == 0 {
 		return classified{class: resultFailure, reason: "InvalidRequest",
 			failure: &Failure{Reason: "InvalidRequest", Message: "jmx-attach refused the request: " + out.Detail}}

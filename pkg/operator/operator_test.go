@@ -32,6 +32,7 @@ func TestClassify(t *testing.T) {
 		{"unknown outcome", inject.Outcome{}, errors.New("timeout"), resultRetry, "Unknown", 0},
 		{"no JVM", inject.Outcome{NoJVM: true}, nil, resultSuccess, jmxv1alpha1.ReasonNoJVMFound, 0},
 		{"refused request", inject.Outcome{Detail: "bad"}, nil, resultFailure, "InvalidRequest", 0},
+		{"no shell for Exec", inject.Outcome{Refused: inject.ReasonShellNotFound, Detail: "use EphemeralContainer"}, nil, resultFailure, inject.ReasonShellNotFound, 0},
 		{"ok and already", inject.Outcome{Results: []jvm.InjectResult{ok, already}}, nil, resultSuccess, "", 2},
 		{"attach disabled is permanent", inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonAttachDisabled)}}, nil, resultFailure, jmxv1alpha1.ReasonAttachDisabled, 1},
 		{"agent start failed is permanent", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonAgentStartFailed)}}, nil, resultFailure, jmxv1alpha1.ReasonAgentStartFailed, 0},

@@ -12,6 +12,7 @@ import (
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
+	"github.com/handlerkit/handlerkit/pkg/inject"
 	"github.com/handlerkit/handlerkit/pkg/operator"
 )
 
@@ -154,5 +155,20 @@ func TestExecInjectsRunningJVM(t *testing.T) {
 	_, pod := injectedRecord(t, ns, "jvm")
 	if len(pod.Spec.EphemeralContainers) != 0 {
 		t.Errorf("Exec added ephemeral containers: %+v", pod.Spec.EphemeralContainers)
+	}
+
+	// Exec into an image without a shell: a named, permanent failure that
+	// says what to do, and the JVM is untouched.
+	createPod(t, ns, jvmPod("slim", map[string]string{"app": "slim"}, testimages.ShelllessJVMRef))
+	waitRunning(t, ns, "slim")
+	createExporter(t, ns, exporter("slim", map[string]string{"app": "slim"}, func(ex *jmxv1alpha1.PrometheusJmxExporter) {
+		ex.Spec.Injection.Strategy = jmxv1alpha1.InjectionExec
+	}))
+	ex := waitCondition(t, ns, "slim", jmxv1alpha1.ConditionDegraded, metav1.ConditionTrue, jmxv1alpha1.ReasonInjectionFailed, 2*time.Minute)
+	if c := findCond(ex.Status.Conditions, jmxv1alpha1.ConditionDegraded); !strings.Contains(c.Message, inject.ReasonShellNotFound) || !strings.Contains(c.Message, "EphemeralContainer") {
+		t.Errorf("message %q does not name %s and the way out", c.Message, inject.ReasonShellNotFound)
+	}
+	if p := waitRunning(t, ns, "slim"); p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Error("the shell-less JVM restarted")
 	}
 }
