@@ -41,7 +41,10 @@
 // against pkg/testenv:
 //
 //   - Every kind is treated as having a status subresource: Create, Update
-//     and Patch keep the stored status, UpdateStatus changes only status.
+//     and Patch keep the stored status; UpdateStatus, and Patch with
+//     action.WithSubresource("status"), change only status. Server-side
+//     apply to the status subresource is not modelled (an error), and
+//     other subresources are IsNotFound.
 //   - Server-side apply (action.ApplyPatch) is modelled for one field
 //     manager per object: it creates a missing object, removes the fields
 //     that the manager applied last time and no longer applies, and merges
