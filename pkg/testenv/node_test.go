@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -327,6 +328,13 @@ func TestNodeOfAKilledTestBinaryIsCleanedByTheNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snapshot(t, dir)
+	// Another test binary's environment may create a bridge of the same name
+	// once the killed node's lock is gone, so the bridge is told apart by its
+	// interface index.
+	bridgeIndex := 0
+	if iface, err := net.InterfaceByName(string(bridge)); err == nil {
+		bridgeIndex = iface.Index
+	}
 	if len(before.sockets) == 0 {
 		t.Fatal("the child's shims have no sockets in /run/containerd/s")
 	}
@@ -348,9 +356,13 @@ func TestNodeOfAKilledTestBinaryIsCleanedByTheNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var after hostState
+	sameBridge := func() bool {
+		iface, err := net.InterfaceByName(string(bridge))
+		return err == nil && iface.Index == bridgeIndex
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		after = snapshot(t, dir)
-		if (len(after.procs) == 0 && !after.links[string(bridge)]) || time.Now().After(deadline) {
+		if (len(after.procs) == 0 && !sameBridge()) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -358,8 +370,8 @@ func TestNodeOfAKilledTestBinaryIsCleanedByTheNextStart(t *testing.T) {
 	if len(after.procs) > 0 {
 		t.Errorf("processes of the killed node still run: %q", added(nil, after.procs))
 	}
-	if after.links[string(bridge)] {
-		t.Errorf("bridge %s of the killed node still exists", bridge)
+	if sameBridge() {
+		t.Errorf("bridge %s (index %d) of the killed node still exists", bridge, bridgeIndex)
 	}
 	if left := still(added(nil, before.sockets), after.sockets); len(left) > 0 {
 		t.Errorf("shim sockets of the killed node left in /run/containerd/s: %q", left)
