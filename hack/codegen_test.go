@@ -90,9 +90,10 @@ func TestCommittedGeneratedCodeIsFresh(t *testing.T) {
 }
 
 // TestVerifyCodegenFailsWhenTypesChangedWithoutRegenerating edits a
-// validation marker in a copy of the repository, as a developer who forgot
-// `make codegen` would, and expects verification to fail with a diff that
-// shows the change, leaving the stale copy as it was.
+// validation marker of the main API and one of the memcached example's in a
+// copy of the repository, as a developer who forgot `make codegen` would,
+// and expects verification to fail with a diff that shows both changes,
+// leaving the stale copy as it was.
 func TestVerifyCodegenFailsWhenTypesChangedWithoutRegenerating(t *testing.T) {
 	if testing.Short() {
 		t.Skip("regenerates all code (about a minute); skipped with -short")
@@ -102,19 +103,12 @@ func TestVerifyCodegenFailsWhenTypesChangedWithoutRegenerating(t *testing.T) {
 	for _, rel := range append([]string{"go.mod", "go.sum", "hack/update-codegen.sh", "hack/verify-codegen.sh", "hack/boilerplate.go.txt"}, generatedDirs...) {
 		copyPath(t, filepath.Join(root, rel), filepath.Join(copyRoot, rel))
 	}
-	types := filepath.Join(copyRoot, "pkg/apis/jmx/v1alpha1/types.go")
-	src, err := os.ReadFile(types)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const marker = "+kubebuilder:validation:Maximum=65535"
-	if !bytes.Contains(src, []byte(marker)) {
-		t.Fatalf("types.go no longer has %q; update this test", marker)
-	}
-	src = bytes.Replace(src, []byte(marker), []byte("+kubebuilder:validation:Maximum=65000"), 1)
-	if err := os.WriteFile(types, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// One marker in each API root, so that one regeneration shows that
+	// both the main API and the memcached example's are checked.
+	editMarker(t, filepath.Join(copyRoot, "pkg/apis/jmx/v1alpha1/types.go"),
+		"+kubebuilder:validation:Maximum=65535", "+kubebuilder:validation:Maximum=65000")
+	editMarker(t, filepath.Join(copyRoot, "examples/memcached-operator/pkg/apis/cache/v1alpha1/types.go"),
+		"+kubebuilder:validation:Maximum=100", "+kubebuilder:validation:Maximum=99")
 	before := treeDigest(t, copyRoot, generatedDirs...)
 
 	out, err := runVerify(t, copyRoot)
@@ -128,6 +122,9 @@ func TestVerifyCodegenFailsWhenTypesChangedWithoutRegenerating(t *testing.T) {
 		"a/deploy/crds/jmx.handlerkit.dev_prometheusjmxexporters.yaml",
 		"-                maximum: 65535",
 		"+                maximum: 65000",
+		"a/examples/memcached-operator/deploy/crds/cache.example.handlerkit.dev_memcacheds.yaml",
+		"-                maximum: 100",
+		"+                maximum: 99",
 		"run 'make codegen'",
 	} {
 		if !strings.Contains(out, want) {
@@ -136,6 +133,23 @@ func TestVerifyCodegenFailsWhenTypesChangedWithoutRegenerating(t *testing.T) {
 	}
 	if after := treeDigest(t, copyRoot, generatedDirs...); after != before {
 		t.Error("verification of a stale tree modified it")
+	}
+}
+
+// editMarker replaces the marker from with to in the types file, as a
+// developer changing the API would.
+func editMarker(t *testing.T, types, from, to string) {
+	t.Helper()
+	src, err := os.ReadFile(types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(src, []byte(from)) {
+		t.Fatalf("%s no longer has %q; update this test", types, from)
+	}
+	src = bytes.Replace(src, []byte(from), []byte(to), 1)
+	if err := os.WriteFile(types, src, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

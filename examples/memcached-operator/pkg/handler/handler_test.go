@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/handlerkit/handlerkit/examples/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/handlerkit/handlerkit/examples/memcached-operator/pkg/handler"
@@ -274,6 +275,72 @@ func TestResizingScalesTheDeploymentAndRecordsAnEvent(t *testing.T) {
 	}
 	if meta.IsStatusConditionTrue(f.memcached().Status.Conditions, cachev1alpha1.ConditionAvailable) {
 		t.Fatal("Available while no pod runs")
+	}
+}
+
+func TestHandlerUndoesChangesToTheDeploymentItOwns(t *testing.T) {
+	f := newFixture(t, 3)
+	f.mustHandle()
+	f.reasons()
+
+	// Someone scales the Deployment by hand: the Deployment watch wakes the
+	// Memcached, and the handler scales it back.
+	d := f.deployment()
+	d.Spec.Replicas = ptr.To[int32](7)
+	if err := f.client.Update(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	f.mustHandle()
+	if r := *f.deployment().Spec.Replicas; r != 3 {
+		t.Fatalf("replicas %d after the handling, want spec.size 3", r)
+	}
+	if got := f.reasons(); !slices.Equal(got, []string{handler.ReasonDeploymentScaled}) {
+		t.Fatalf("events %v, want DeploymentScaled", got)
+	}
+
+	// Someone changes the memcached container and adds one of their own:
+	// the handler restores its container and leaves the other alone.
+	d = f.deployment()
+	d.Spec.Template.Spec.Containers[0].Image = "elsewhere/memcached:latest"
+	d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{Name: "exporter", Image: "exporter:v1"})
+	if err := f.client.Update(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	f.mustHandle()
+	c := f.deployment().Spec.Template.Spec.Containers
+	if len(c) != 2 || c[0].Name != handler.ContainerName || c[0].Image != handler.DefaultImage || c[1].Name != "exporter" {
+		t.Fatalf("containers %+v, want memcached with %s, then exporter", c, handler.DefaultImage)
+	}
+	if got := f.reasons(); !slices.Equal(got, []string{handler.ReasonDeploymentUpdated}) {
+		t.Fatalf("events %v, want DeploymentUpdated", got)
+	}
+}
+
+func TestDeletionWithoutADeploymentCleansUpAtOnce(t *testing.T) {
+	f := newFixture(t, 2)
+	f.mustHandle()
+	// The Deployment is gone already (deleted by hand, or never made).
+	if err := f.client.Delete(t.Context(), f.deployment()); err != nil {
+		t.Fatal(err)
+	}
+	f.reasons()
+	if err := f.client.Delete(t.Context(), f.memcached()); err != nil {
+		t.Fatal(err)
+	}
+	f.mustHandle()
+	if f.cleanups != 1 {
+		t.Fatalf("clean-up ran %d times, want 1", f.cleanups)
+	}
+	m := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "sessions"}}
+	if err := f.client.Get(t.Context(), m); !apierrors.IsNotFound(err) {
+		t.Fatalf("Memcached after the finalizer: %v (finalizers %v), want NotFound", err, m.Finalizers)
+	}
+	if got := f.reasons(); !slices.Equal(got, []string{handler.ReasonCleanedUp}) {
+		t.Fatalf("events %v, want only CleanedUp (nothing to drain)", got)
+	}
+	// The framework then delivers the deletion itself: nothing left to do.
+	if err := f.h.Handle(t.Context(), sdk.Event{Object: m, Type: sdk.EventDelete, Deleted: true}); err != nil {
+		t.Fatalf("Handle(deleted) = %v", err)
 	}
 }
 
