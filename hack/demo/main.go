@@ -12,8 +12,10 @@
 // lines to try, then runs until Ctrl-C and removes everything it started.
 //
 // With KUBECONFIG set, it uses that cluster instead of starting one: the
-// images must be available there (see docs/operator.md), and it leaves the
-// cluster's namespace and CRD in place for you to inspect.
+// images must be available there (see docs/operator.md). At the end it
+// removes from that cluster exactly what it created (the samples, the
+// operator, the namespace and the CRD when they were not there before), and
+// nothing else.
 package main
 
 import (
@@ -68,7 +70,7 @@ func run() error {
 		return err
 	}
 
-	cfg, kubeconfig, cleanup, err := cluster(ctx, root)
+	cfg, kubeconfig, local, cleanup, err := cluster(ctx, root)
 	if err != nil {
 		return err
 	}
@@ -99,8 +101,23 @@ func run() error {
 			ns = o.GetNamespace()
 		}
 	}
-	if _, err := kube.CoreV1().Namespaces().Create(wctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	samples, err := manifest.Build(filepath.Join(root, "deploy", "samples"))
+	if err != nil {
+		return err
+	}
+	if !local {
+		// On a cluster the demo did not start, it removes at the end exactly
+		// what it created, and nothing that was there before.
+		created, err := applier.Missing(wctx, ns, append(append([]*unstructured.Unstructured{}, objs...), samples...)...)
+		if err != nil {
+			return err
+		}
+		nsCreated := false
+		defer func() { teardown(applier, kube, ns, created, nsCreated) }()
+		if err := createNamespace(wctx, kube, ns, &nsCreated); err != nil {
+			return err
+		}
+	} else if err := createNamespace(wctx, kube, ns, nil); err != nil {
 		return err
 	}
 	if err := waitServiceAccount(wctx, kube, ns); err != nil {
@@ -115,10 +132,6 @@ func run() error {
 	}
 
 	step("starting the sample Java application and applying the sample exporter (deploy/samples)")
-	samples, err := manifest.Build(filepath.Join(root, "deploy", "samples"))
-	if err != nil {
-		return err
-	}
 	if err := applyWithRetry(wctx, applier, ns, samples); err != nil {
 		return err
 	}
@@ -162,6 +175,42 @@ Try it (the cluster runs until you press Ctrl-C):
 	return nil
 }
 
+// createNamespace creates ns unless it exists, and sets *created when it
+// did.
+func createNamespace(ctx context.Context, kube kubernetes.Interface, ns string, created *bool) error {
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err == nil && created != nil {
+		*created = true
+	}
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// teardown removes from a cluster the demo did not start what it created
+// there, newest first, so that the sample exporter goes while the operator
+// still runs and its finalizer clears the pods' annotations; then the
+// namespace, if the demo created it.
+func teardown(a *manifest.Applier, kube kubernetes.Interface, ns string, created []*unstructured.Unstructured, nsCreated bool) {
+	if len(created) == 0 && !nsCreated {
+		return
+	}
+	step("removing what the demo created in the cluster (%d objects)", len(created))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := a.Delete(ctx, ns, created...); err != nil {
+		fmt.Fprintln(os.Stderr, "demo: cleanup:", err)
+	}
+	if !nsCreated {
+		return
+	}
+	step("deleting namespace %s", ns)
+	if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		fmt.Fprintln(os.Stderr, "demo: cleanup:", err)
+	}
+}
+
 // repoRoot finds the module root (the demo runs with `go run ./hack/demo`).
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
@@ -179,23 +228,23 @@ func repoRoot() (string, error) {
 }
 
 // cluster returns the demo's cluster: $KUBECONFIG's, or a local one started
-// now (and stopped by cleanup) with the images loaded.
-func cluster(ctx context.Context, root string) (*rest.Config, string, func(), error) {
+// now (local; stopped by cleanup) with the images loaded.
+func cluster(ctx context.Context, root string) (_ *rest.Config, kubeconfig string, local bool, cleanup func(), err error) {
 	if kc := os.Getenv("KUBECONFIG"); kc != "" {
 		step("using the cluster of KUBECONFIG=%s (the images must be there: see docs/operator.md)", kc)
 		cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", false, nil, err
 		}
-		return cfg, kc, func() {}, nil
+		return cfg, kc, false, func() {}, nil
 	}
 	step("starting a local cluster: etcd, kube-apiserver, controller-manager, scheduler, kube-proxy, containerd, kubelet")
 	start := time.Now()
 	env, err := testenv.Start(ctx, testenv.WithServiceProxy())
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", false, nil, err
 	}
-	cleanup := func() {
+	cleanup = func() {
 		step("stopping the local cluster and removing its files")
 		if err := env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "demo: stop:", err)
@@ -206,24 +255,24 @@ func cluster(ctx context.Context, root string) (*rest.Config, string, func(), er
 	archives, err := imageArchives(ctx)
 	if err != nil {
 		cleanup()
-		return nil, "", nil, err
+		return nil, "", false, nil, err
 	}
 	for _, a := range archives {
 		if err := env.LoadImageArchive(ctx, a); err != nil {
 			cleanup()
-			return nil, "", nil, err
+			return nil, "", false, nil, err
 		}
 	}
 	if _, err := env.InstallCRDsFromDir(ctx, filepath.Join(root, "deploy", "crds")); err != nil {
 		cleanup()
-		return nil, "", nil, err
+		return nil, "", false, nil, err
 	}
 	kc, err := env.KubeconfigFile()
 	if err != nil {
 		cleanup()
-		return nil, "", nil, err
+		return nil, "", false, nil, err
 	}
-	return env.Config(), kc, cleanup, nil
+	return env.Config(), kc, true, cleanup, nil
 }
 
 // imageArchives are the archives `make images` left in the image cache.

@@ -15,7 +15,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -212,22 +214,9 @@ func NewApplier(cfg *rest.Config) (*Applier, error) {
 // up again after a discovery reset.
 func (a *Applier) Apply(ctx context.Context, defaultNamespace string, objs ...*unstructured.Unstructured) error {
 	for _, o := range objs {
-		gvk := o.GroupVersionKind()
-		m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if meta.IsNoMatchError(err) {
-			a.mapper.Reset()
-			m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		}
+		ri, err := a.resource(o, defaultNamespace)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
-		}
-		var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			ns := o.GetNamespace()
-			if ns == "" {
-				ns = defaultNamespace
-			}
-			ri = a.dyn.Resource(m.Resource).Namespace(ns)
+			return err
 		}
 		data, err := o.MarshalJSON()
 		if err != nil {
@@ -235,10 +224,105 @@ func (a *Applier) Apply(ctx context.Context, defaultNamespace string, objs ...*u
 		}
 		if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data,
 			metav1.PatchOptions{FieldManager: FieldManager, Force: ptrTrue()}); err != nil {
-			return fmt.Errorf("apply %s %s: %w", gvk.Kind, o.GetName(), err)
+			return fmt.Errorf("apply %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 	}
 	return nil
+}
+
+// Missing returns the objects of objs that do not exist in the cluster, in
+// order. A kind the server does not serve counts as missing.
+func (a *Applier) Missing(ctx context.Context, defaultNamespace string, objs ...*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		ri, err := a.resource(o, defaultNamespace)
+		if meta.IsNoMatchError(err) {
+			out = append(out, o)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		_, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			out = append(out, o)
+		case err != nil:
+			return nil, fmt.Errorf("get %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return out, nil
+}
+
+// Delete deletes the objects in reverse order (the dependents a manifest
+// lists after what they need go first) and waits until each is gone (its
+// finalizers have run) or ctx ends. Owned objects (a Deployment's pods) are
+// left to the garbage collector (background propagation). Objects
+// that do not exist, and kinds the server no longer serves, are skipped.
+func (a *Applier) Delete(ctx context.Context, defaultNamespace string, objs ...*unstructured.Unstructured) error {
+	var errs []error
+	for i := len(objs) - 1; i >= 0; i-- {
+		o := objs[i]
+		ri, err := a.resource(o, defaultNamespace)
+		if meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		bg := metav1.DeletePropagationBackground
+		err = ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", o.GetKind(), o.GetName(), err))
+			continue
+		}
+		if err := waitGone(ctx, ri, o.GetName()); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", o.GetKind(), o.GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// waitGone polls until the object is gone.
+func waitGone(ctx context.Context, ri dynamic.ResourceInterface, name string) error {
+	for {
+		_, err := ri.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("still there: %w", ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// resource is the client for o's kind, in o's namespace or defaultNamespace
+// when the kind is namespaced. A kind the server does not know yet is looked
+// up again after a discovery reset.
+func (a *Applier) resource(o *unstructured.Unstructured, defaultNamespace string) (dynamic.ResourceInterface, error) {
+	gvk := o.GroupVersionKind()
+	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		a.mapper.Reset()
+		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+	}
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		return a.dyn.Resource(m.Resource), nil
+	}
+	ns := o.GetNamespace()
+	if ns == "" {
+		ns = defaultNamespace
+	}
+	return a.dyn.Resource(m.Resource).Namespace(ns), nil
 }
 
 func ptrTrue() *bool { b := true; return &b }
