@@ -230,6 +230,26 @@ func (s *informerSet) cacheFor(gvk schema.GroupVersionKind, namespace string) (c
 	return nil, false
 }
 
+// cacheOfWatch returns the indexer and kind of a synced informer that the
+// watch named name reads and that holds its objects of namespace ("" asks
+// for every namespace the informer may hold).
+func (s *informerSet) cacheOfWatch(name, namespace string) (cache.Indexer, schema.GroupVersionKind, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, si := range s.order {
+		if !slices.Contains(si.watchNames(), name) {
+			continue
+		}
+		if si.key.namespace != "" && si.key.namespace != namespace {
+			continue
+		}
+		if si.informer.HasSynced() {
+			return si.informer.GetIndexer(), si.gvk, true
+		}
+	}
+	return nil, schema.GroupVersionKind{}, false
+}
+
 // transform prepares an object for the cache: it strips managedFields,
 // converts unstructured objects of kinds the scheme knows to their typed
 // form once (instead of on every handling), runs the private watch's

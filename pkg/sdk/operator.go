@@ -373,6 +373,19 @@ func (o *Operator) CacheFor(gvk schema.GroupVersionKind, namespace string) (cach
 	return set.cacheFor(gvk, namespace)
 }
 
+// CacheOfWatch returns the synced cache of the watch named watchName that
+// holds its objects in namespace, and the watched kind, if the running term
+// has one. Unlike CacheFor it returns the caches of watches with selectors
+// and transforms too: what they hold is what the watch selected, as its
+// transforms left it. query.FromWatch reads through it.
+func (o *Operator) CacheOfWatch(watchName, namespace string) (cache.Indexer, schema.GroupVersionKind, bool) {
+	set := o.informers.Load()
+	if set == nil {
+		return nil, schema.GroupVersionKind{}, false
+	}
+	return set.cacheOfWatch(watchName, namespace)
+}
+
 // Enqueue puts key ("namespace/name", or "name" for cluster-scoped kinds) on
 // the queue of the watch named watchName, as if its object had changed: the
 // handler runs for it with the object's current state. Use it, for example,

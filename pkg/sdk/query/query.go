@@ -1,7 +1,8 @@
 // Package query reads Kubernetes objects for handlers. A kind the Operator
 // watches (fully, without selectors) is read from the watch's informer cache,
 // so a read per event costs no request; any other kind, or any read with
-// Live, goes to the API server. Every object returned is the caller's own
+// Live, goes to the API server. FromWatch reads one named watch's cache, also
+// one its transforms or selectors narrowed. Every object returned is the caller's own
 // copy, safe to mutate.
 //
 // The package-level functions use the Operator running the calling handler
@@ -39,6 +40,7 @@ type options struct {
 	selector   labels.Selector
 	index      string
 	indexValue string
+	watch      string
 	err        error
 }
 
@@ -78,6 +80,24 @@ func MatchingIndex(name, value string) Option {
 			return
 		}
 		o.index, o.indexValue = name, value
+	}
+}
+
+// FromWatch reads from the cache of the watch named name, and only from it:
+// the objects that watch selected (its label and field selectors), in the
+// form its transforms (sdk.WithTransform) left them. Plain reads never use
+// such a cache, since it holds part of the kind or a rewritten form; a
+// handler that knows what its own watch keeps opts in with FromWatch and
+// reads it with no request. The read fails when no running watch has that
+// name, its kind is not the one read, or its cache is not synced or does
+// not cover the namespace. It is an error with Live.
+func FromWatch(name string) Option {
+	return func(o *options) {
+		if name == "" {
+			o.err = errors.New("query: FromWatch needs a watch name")
+			return
+		}
+		o.watch = name
 	}
 }
 
@@ -193,25 +213,33 @@ func (r *Reader) Get(ctx context.Context, into runtime.Object, opts ...Option) e
 	if !namespaced {
 		ns = ""
 	}
-	if !o.live {
-		if idx, ok := r.op.CacheFor(gvk, ns); ok {
-			key := name
-			if ns != "" {
-				key = ns + "/" + name
-			}
-			obj, exists, err := idx.GetByKey(key)
-			if err != nil {
-				return fmt.Errorf("query: get %s %s from cache: %w", gvk.Kind, key, err)
-			}
-			if !exists {
-				return apierrors.NewNotFound(mapping.Resource.GroupResource(), name)
-			}
-			if err := convert.Into(into, obj.(runtime.Object)); err != nil {
-				return fmt.Errorf("query: get %s %s: %w", gvk.Kind, key, err)
-			}
-			into.GetObjectKind().SetGroupVersionKind(gvk)
-			return nil
+	idx, cached := cache.Indexer(nil), false
+	switch {
+	case o.watch != "":
+		if idx, err = r.watchCache(gvk, ns, o); err != nil {
+			return err
 		}
+		cached = true
+	case !o.live:
+		idx, cached = r.op.CacheFor(gvk, ns)
+	}
+	if cached {
+		key := name
+		if ns != "" {
+			key = ns + "/" + name
+		}
+		obj, exists, err := idx.GetByKey(key)
+		if err != nil {
+			return fmt.Errorf("query: get %s %s from cache: %w", gvk.Kind, key, err)
+		}
+		if !exists {
+			return apierrors.NewNotFound(mapping.Resource.GroupResource(), name)
+		}
+		if err := convert.Into(into, obj.(runtime.Object)); err != nil {
+			return fmt.Errorf("query: get %s %s: %w", gvk.Kind, key, err)
+		}
+		into.GetObjectKind().SetGroupVersionKind(gvk)
+		return nil
 	}
 	u, err := r.op.DynamicClient().Resource(mapping.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -256,6 +284,13 @@ func (r *Reader) List(ctx context.Context, namespace string, into runtime.Object
 	if o.index != "" {
 		return r.listByIndex(gvk, namespace, selector, o, into)
 	}
+	if o.watch != "" {
+		idx, err := r.watchCache(gvk, namespace, o)
+		if err != nil {
+			return err
+		}
+		return fillFromCache(idx, namespace, selector, into, gvk)
+	}
 	if !o.live {
 		if idx, ok := r.op.CacheFor(gvk, namespace); ok {
 			return fillFromCache(idx, namespace, selector, into, gvk)
@@ -272,12 +307,35 @@ func (r *Reader) List(ctx context.Context, namespace string, into runtime.Object
 	return nil
 }
 
+// watchCache is the cache of the watch o.watch names, for gvk in namespace.
+func (r *Reader) watchCache(gvk schema.GroupVersionKind, namespace string, o options) (cache.Indexer, error) {
+	if o.live {
+		return nil, fmt.Errorf("query: %s from watch %q: FromWatch reads the cache and cannot be Live", gvk.Kind, o.watch)
+	}
+	idx, wgvk, ok := r.op.CacheOfWatch(o.watch, namespace)
+	if !ok {
+		return nil, fmt.Errorf("query: %s from watch %q: no running watch of that name has a synced cache covering namespace %q (read while Run leads)",
+			gvk.Kind, o.watch, namespace)
+	}
+	if wgvk != gvk {
+		return nil, fmt.Errorf("query: %s from watch %q: the watch holds %s", gvk.Kind, o.watch, wgvk.Kind)
+	}
+	return idx, nil
+}
+
 // listByIndex answers a List with MatchingIndex from the cache's index.
 func (r *Reader) listByIndex(gvk schema.GroupVersionKind, namespace string, selector labels.Selector, o options, into runtime.Object) error {
 	if o.live {
 		return fmt.Errorf("query: list %s: MatchingIndex reads the cache and cannot be Live", gvk.Kind)
 	}
 	idx, ok := r.op.CacheFor(gvk, namespace)
+	if o.watch != "" {
+		var err error
+		if idx, err = r.watchCache(gvk, namespace, o); err != nil {
+			return err
+		}
+		ok = true
+	}
 	if ok {
 		_, ok = idx.GetIndexers()[o.index]
 	}

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
 	"github.com/handlerkit/handlerkit/pkg/sdk"
@@ -387,5 +388,116 @@ func TestBadReadsReturnClearErrors(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestFromWatchReadsATransformedWatchsOwnCache: a watch with a transform
+// keeps its own, rewritten cache. Plain reads never use it (they go to the
+// API server, since the cache holds a rewritten form), FromWatch reads it
+// with no request, and reads that cannot be answered from it fail clearly.
+func TestFromWatchReadsATransformedWatchsOwnCache(t *testing.T) {
+	env := sharedEnv(t)
+	ctx := context.Background()
+	ns, err := env.CreateNamespace(ctx, "fromwatch-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &requestCounter{counts: map[string]int{}}
+	cfg := env.Config()
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingRoundTripper{c: rc, next: rt} }
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	op, err := sdk.New(cfg, sdk.WithRegisterer(prometheus.NewRegistry()), sdk.WithMetricsAddr("0"), sdk.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trim := func(obj runtime.Object) (runtime.Object, error) {
+		cm := obj.(*corev1.ConfigMap)
+		cm.Data = map[string]string{"trimmed": "yes"}
+		return cm, nil
+	}
+	if err := op.Watch("v1", "ConfigMap", ns, 0, sdk.WithName("trimmed"), sdk.WithTransform(trim),
+		sdk.WithHandler(sdk.HandlerFunc(func(context.Context, sdk.Event) error { return nil }))); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- op.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a", Labels: map[string]string{"app": "x"}}, Data: map[string]string{"k": "v"}}
+	if _, err := env.Clientset().CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := query.For(op)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}
+		if err := r.Get(ctx, got, query.FromWatch("trimmed")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch's cache never held the ConfigMap: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	before := rc.matching("GET ", "/configmaps")
+	got := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}
+	if err := r.Get(ctx, got, query.FromWatch("trimmed")); err != nil {
+		t.Fatal(err)
+	}
+	if got.Data["trimmed"] != "yes" || got.Data["k"] != "" {
+		t.Errorf("FromWatch Get returned data %v, want the transformed form", got.Data)
+	}
+	var list corev1.ConfigMapList
+	if err := r.List(ctx, ns, &list, query.FromWatch("trimmed"), query.MatchingLabels(map[string]string{"app": "x"})); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Data["trimmed"] != "yes" {
+		t.Errorf("FromWatch List returned %d items %+v", len(list.Items), list.Items)
+	}
+	if n := rc.matching("GET ", "/configmaps") - before; n != 0 {
+		t.Errorf("FromWatch reads sent %d requests, want 0", n)
+	}
+	// A plain read does not take the rewritten form for the object: it goes
+	// to the API server.
+	plain := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}
+	if err := r.Get(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	if plain.Data["k"] != "v" || rc.matching("GET ", "/configmaps")-before != 1 {
+		t.Errorf("a plain read returned %v after %d requests, want the stored object after 1", plain.Data, rc.matching("GET ", "/configmaps")-before)
+	}
+
+	for name, read := range map[string]func() error{
+		"unknown watch": func() error {
+			return r.Get(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}, query.FromWatch("nope"))
+		},
+		"other namespace": func() error {
+			return r.Get(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"}}, query.FromWatch("trimmed"))
+		},
+		"other kind": func() error {
+			return r.Get(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}, query.FromWatch("trimmed"))
+		},
+		"live": func() error {
+			return r.Get(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}, query.FromWatch("trimmed"), query.Live())
+		},
+		"empty name": func() error {
+			return r.Get(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}, query.FromWatch(""))
+		},
+	} {
+		err := read()
+		if err == nil || apierrors.IsNotFound(err) {
+			t.Errorf("%s: err %v, want a clear error", name, err)
+		}
+	}
+	missing := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "missing"}}
+	if err := r.Get(ctx, missing, query.FromWatch("trimmed")); !apierrors.IsNotFound(err) {
+		t.Errorf("a missing object through FromWatch: %v, want NotFound", err)
 	}
 }

@@ -13,6 +13,8 @@ type Settings struct {
 	// Index and IndexValue restrict List to the objects a cache index
 	// (sdk.WithIndex) files under IndexValue; Index "" means no index.
 	Index, IndexValue string
+	// Watch names the watch whose cache FromWatch reads; "" means none.
+	Watch string
 }
 
 // SettingsOf applies opts in order and returns the result, or the error of
@@ -22,5 +24,5 @@ func SettingsOf(opts ...Option) (Settings, error) {
 	if err != nil {
 		return Settings{}, err
 	}
-	return Settings{Live: o.live, Selector: o.selector, Index: o.index, IndexValue: o.indexValue}, nil
+	return Settings{Live: o.live, Selector: o.selector, Index: o.index, IndexValue: o.indexValue, Watch: o.watch}, nil
 }

@@ -24,6 +24,12 @@ func TestSettingsOfTellsWhatTheOptionsAsk(t *testing.T) {
 	if err != nil || s.Selector.String() != "a=1" {
 		t.Errorf("MatchingLabels = %v, %v", s.Selector, err)
 	}
+	if s, err = query.SettingsOf(query.FromWatch("pods")); err != nil || s.Watch != "pods" {
+		t.Errorf("FromWatch = %+v, %v", s, err)
+	}
+	if _, err := query.SettingsOf(query.FromWatch("")); err == nil {
+		t.Error("FromWatch without a name gave no error")
+	}
 	if _, err := query.SettingsOf(query.WithLabelSelector("tier in gold")); err == nil {
 		t.Error("an invalid selector gave no error")
 	}

@@ -63,5 +63,7 @@
 //     current. A handler that reads its own writes back from the informer
 //     cache in production may see them late there; here it sees them at
 //     once.
+//   - query.FromWatch(name) is accepted and reads the whole store: there are
+//     no watches, so no selectors or transforms narrow what it returns.
 //   - DryRun() computes the reply and stores nothing.
 package sdktest
