@@ -8,12 +8,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject"
 	"github.com/handlerkit/handlerkit/pkg/jvm"
 	"github.com/handlerkit/handlerkit/pkg/sdk"
+	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
 
 // job is the work on one pod: its containers one after another, so that
@@ -27,6 +29,8 @@ type job struct {
 	configHash   string
 	strategy     inject.Strategy
 	tasks        []task
+	// written are the container records this job wrote, by container name.
+	written map[string]ContainerRecord
 }
 
 type task struct {
@@ -49,7 +53,12 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) {
 			r.op.Logger().Warnf("operator: wake exporter %s: %v", j.exporter, err)
 		}
 	}()
-	inUse := portsInUse(j.pod)
+	j.written = map[string]ContainerRecord{}
+	fresh, ok := r.stillNeeded(ctx, j)
+	if !ok {
+		return
+	}
+	inUse := portsInUse(fresh)
 	for _, t := range j.tasks {
 		if ctx.Err() != nil {
 			return
@@ -60,6 +69,86 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) {
 			r.inject(ctx, j, t, inUse)
 		}
 	}
+	r.awaitCache(ctx, j)
+}
+
+// stillNeeded drops the tasks that the pod's cached record shows done, and
+// returns that pod, or false when nothing is left to do (or the pod is gone
+// or replaced). A job is planned from the cache before it gets the pod's
+// slot in the pool; an earlier job on the pod may have finished, and written
+// its record, in between. Jobs free the slot only once the cache shows their
+// records (awaitCache), so this look sees them.
+func (r *Reconciler) stillNeeded(ctx context.Context, j *job) (*corev1.Pod, bool) {
+	var pod corev1.Pod
+	pod.Namespace, pod.Name = j.pod.Namespace, j.pod.Name
+	if err := r.read.Get(ctx, &pod, query.FromWatch(WatchPods)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false
+		}
+		return j.pod, true // the strategies check the live pod anyway
+	}
+	if pod.UID != j.pod.UID {
+		return nil, false
+	}
+	rec := readRecord(&pod)
+	tasks := j.tasks[:0:0]
+	for _, t := range j.tasks {
+		c, ok := rec.current(t.container.Name, t.container.ContainerID)
+		switch {
+		case !t.reconfigure && ok:
+			continue // injected (or found to have no JVM, or failed) meanwhile
+		case t.reconfigure && ok && c.ConfigHash == j.configHash:
+			continue
+		}
+		tasks = append(tasks, t)
+	}
+	j.tasks = tasks
+	return &pod, len(tasks) > 0
+}
+
+// cacheWait bounds how long a job waits for the pod cache to show its
+// records; the informer normally takes milliseconds.
+const cacheWait = 10 * time.Second
+
+// awaitCache waits until the pod cache shows the records the job wrote (or
+// the pod is gone or replaced), at most cacheWait. The job holds the pod's
+// slot in the pool until then, so the next look at the exporter cannot plan
+// from a cached pod that predates the record and inject or reconfigure the
+// same container start again (which would add a second ephemeral container).
+func (r *Reconciler) awaitCache(ctx context.Context, j *job) {
+	if len(j.written) == 0 {
+		return
+	}
+	deadline := time.Now().Add(cacheWait)
+	for ctx.Err() == nil {
+		var pod corev1.Pod
+		pod.Namespace, pod.Name = j.pod.Namespace, j.pod.Name
+		err := r.read.Get(ctx, &pod, query.FromWatch(WatchPods))
+		if apierrors.IsNotFound(err) || err == nil && (pod.UID != j.pod.UID || showsRecords(&pod, j.written)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.op.Logger().Warnf("operator: the pod cache did not show the record of %s/%s within %s (%v)", j.pod.Namespace, j.pod.Name, cacheWait, err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// showsRecords says whether pod's record has, for every container in
+// written, the same container start with the same config.
+func showsRecords(pod *corev1.Pod, written map[string]ContainerRecord) bool {
+	rec := readRecord(pod)
+	for name, w := range written {
+		c, ok := rec.current(name, w.ContainerID)
+		if !ok || c.ConfigHash != w.ConfigHash {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Reconciler) target(j *job, cs corev1.ContainerStatus) inject.Target {
@@ -189,6 +278,7 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 		log.Warnf("operator: record the injection of %s: %v", target, err)
 		return
 	}
+	j.written[cs.Name] = ContainerRecord{ContainerID: cs.ContainerID, ConfigHash: j.configHash}
 	for _, jr := range rec.jvms {
 		inUse[cs.Name] = append(inUse[cs.Name], jr.Port)
 	}
@@ -253,14 +343,20 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 		return
 	}
 	r.retries.forget(key)
+	applied := false
 	if err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
+		applied = false
 		if c, ok := pr.Containers[cs.Name]; ok && c.ContainerID == cs.ContainerID {
 			c.ConfigHash = j.configHash
 			pr.Containers[cs.Name] = c
+			applied = true
 		}
 	}); err != nil {
 		r.retries.failed(key)
 		return
+	}
+	if applied {
+		j.written[cs.Name] = ContainerRecord{ContainerID: cs.ContainerID, ConfigHash: j.configHash}
 	}
 	r.metrics.observe(j.strategy.Name()+"/reconfigure", resultSuccess, "", took)
 	r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Reconfigured",

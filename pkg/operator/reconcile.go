@@ -79,7 +79,7 @@ func (r *Reconciler) finalize(ctx context.Context, ex *jmxv1alpha1.PrometheusJmx
 		return nil
 	}
 	var pods corev1.PodList
-	if err := r.read.List(ctx, ex.Namespace, &pods); err != nil {
+	if err := r.read.List(ctx, ex.Namespace, &pods, query.FromWatch(WatchPods)); err != nil {
 		return err
 	}
 	cleared := 0
@@ -166,7 +166,7 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	}
 
 	var pods corev1.PodList
-	if err := r.read.List(ctx, ex.Namespace, &pods, query.WithLabelSelector(sel.String())); err != nil {
+	if err := r.read.List(ctx, ex.Namespace, &pods, query.WithLabelSelector(sel.String()), query.FromWatch(WatchPods)); err != nil {
 		log.Warnf("operator: list pods of %s/%s: %v", ex.Namespace, ex.Name, err)
 		p.retryIn = 5 * time.Second
 		return p
