@@ -84,8 +84,9 @@ type fixture struct {
 }
 
 // newFixture runs an Operator watching ConfigMaps in a fresh namespace with
-// handler h, through a client that counts its requests.
-func newFixture(t *testing.T, h sdk.HandlerFunc) *fixture {
+// handler h and the watch options opts, through a client that counts its
+// requests.
+func newFixture(t *testing.T, h sdk.HandlerFunc, opts ...sdk.WatchOption) *fixture {
 	t.Helper()
 	env := sharedEnv(t)
 	ns, err := env.CreateNamespace(context.Background(), "query-")
@@ -101,7 +102,7 @@ func newFixture(t *testing.T, h sdk.HandlerFunc) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := op.Watch("v1", "ConfigMap", ns, 0); err != nil {
+	if err := op.Watch("v1", "ConfigMap", ns, 0, opts...); err != nil {
 		t.Fatal(err)
 	}
 	if h == nil {
@@ -396,48 +397,23 @@ func TestBadReadsReturnClearErrors(t *testing.T) {
 // API server, since the cache holds a rewritten form), FromWatch reads it
 // with no request, and reads that cannot be answered from it fail clearly.
 func TestFromWatchReadsATransformedWatchsOwnCache(t *testing.T) {
-	env := sharedEnv(t)
-	ctx := context.Background()
-	ns, err := env.CreateNamespace(ctx, "fromwatch-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &requestCounter{counts: map[string]int{}}
-	cfg := env.Config()
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingRoundTripper{c: rc, next: rt} }
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	op, err := sdk.New(cfg, sdk.WithRegisterer(prometheus.NewRegistry()), sdk.WithMetricsAddr("0"), sdk.WithLogger(log))
-	if err != nil {
-		t.Fatal(err)
-	}
 	trim := func(obj runtime.Object) (runtime.Object, error) {
 		cm := obj.(*corev1.ConfigMap)
 		cm.Data = map[string]string{"trimmed": "yes"}
 		return cm, nil
 	}
-	if err := op.Watch("v1", "ConfigMap", ns, 0, sdk.WithName("trimmed"), sdk.WithTransform(trim),
-		sdk.WithHandler(sdk.HandlerFunc(func(context.Context, sdk.Event) error { return nil }))); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- op.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	f := newFixture(t, nil, sdk.WithName("trimmed"), sdk.WithTransform(trim))
+	ctx, env, ns, rc := context.Background(), f.env, f.ns, f.requests
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a", Labels: map[string]string{"app": "x"}}, Data: map[string]string{"k": "v"}}
 	if _, err := env.Clientset().CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r := query.For(op)
+	r := f.reader
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		got := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}
-		if err := r.Get(ctx, got, query.FromWatch("trimmed")); err == nil {
+		err := r.Get(ctx, got, query.FromWatch("trimmed"))
+		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
