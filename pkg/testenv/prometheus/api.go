@@ -164,6 +164,20 @@ func (s *Server) Targets(ctx context.Context) ([]Target, error) {
 	return data.Active, nil
 }
 
+// DroppedTargets lists the targets that service discovery found and
+// relabeling dropped (GET /api/v1/targets?state=dropped): only their
+// DiscoveredLabels and ScrapePool are set. Prometheus keeps all of them
+// unless a job's keep_dropped_targets limits it.
+func (s *Server) DroppedTargets(ctx context.Context) ([]Target, error) {
+	var data struct {
+		Dropped []Target `json:"droppedTargets"`
+	}
+	if err := s.get(ctx, "/api/v1/targets", url.Values{"state": {"dropped"}}, &data); err != nil {
+		return nil, fmt.Errorf("prometheus: dropped targets: %w", err)
+	}
+	return data.Dropped, nil
+}
+
 // MetricNames lists the names of every series the server holds (GET
 // /api/v1/label/__name__/values), sorted.
 func (s *Server) MetricNames(ctx context.Context) ([]string, error) {

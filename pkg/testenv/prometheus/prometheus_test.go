@@ -55,7 +55,7 @@ func serveMetrics(t *testing.T, body string) int {
 }
 
 // podsJob is an in-cluster pod discovery job limited to one namespace,
-// scraping each declared container port.
+// scraping each declared container port of pods not labelled skip=true.
 func podsJob(ns string) string {
 	return fmt.Sprintf(`global:
   scrape_interval: 1s
@@ -67,6 +67,9 @@ scrape_configs:
     namespaces:
       names: [%s]
   relabel_configs:
+  - source_labels: [__meta_kubernetes_pod_label_skip]
+    regex: "true"
+    action: drop
   - source_labels: [__meta_kubernetes_pod_name]
     target_label: pod
 `, ns)
@@ -76,7 +79,8 @@ scrape_configs:
 // against a control plane: a Pod whose status names 127.0.0.1 as its IP and
 // declares the port of a metrics server in this test is discovered through
 // the kubeconfig, scraped, queried, listed as a target, and dropped again
-// after a reload.
+// after a reload; a second one that the relabeling drops is listed as
+// dropped.
 func TestDiscoversPodsThroughTheKubeconfigAndAnswersQueries(t *testing.T) {
 	env := testenv.New(t)
 	ctx := t.Context()
@@ -85,17 +89,19 @@ func TestDiscoversPodsThroughTheKubeconfigAndAnswersQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := serveMetrics(t, "# TYPE handlerkit_probe_value gauge\nhandlerkit_probe_value{kind=\"test\"} 42\n")
-	pod, err := env.Clientset().CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "metrics"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "none",
-			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: int32(port)}}}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}}}
-	if _, err := env.Clientset().CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	for name, labels := range map[string]map[string]string{"metrics": nil, "skipped": {"skip": "true"}} {
+		pod, err := env.Clientset().CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "none",
+				Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: int32(port)}}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}}}
+		if _, err := env.Clientset().CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	kubeconfig, err := env.KubeconfigFile()
 	if err != nil {
@@ -125,6 +131,11 @@ func TestDiscoversPodsThroughTheKubeconfigAndAnswersQueries(t *testing.T) {
 		targets[0].ScrapeURL != fmt.Sprintf("http://127.0.0.1:%d/metrics", port) {
 		t.Errorf("targets %+v", targets)
 	}
+	waitFor(t, 30*time.Second, "the pod labelled skip=true among the dropped targets", func() (bool, string) {
+		dropped, err := srv.DroppedTargets(ctx)
+		return err == nil && len(dropped) == 1 && dropped[0].DiscoveredLabels["__meta_kubernetes_pod_name"] == "skipped" &&
+			dropped[0].ScrapePool == "pods", fmt.Sprintf("%+v %v", dropped, err)
+	})
 	names, err := srv.MetricNames(ctx)
 	if err != nil || !contains(names, "handlerkit_probe_value") || !contains(names, "up") {
 		t.Errorf("metric names %v (%v)", names, err)
