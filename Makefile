@@ -47,6 +47,9 @@ images: prereqs ## Build the test and demo images (pause, echo, jmx agent, JVM, 
 
 .PHONY: test
 test: prereqs controlplane node prometheus images ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
+	# test/monitoring is a module of its own (Prometheus Operator's config generation, Prometheus' PromQL
+	# parser): its tests, and a build of the commands test/e2e runs, so that the e2e tests find them compiled.
+	cd test/monitoring && $(GO) build -trimpath ./... && $(GO) test $(TESTFLAGS) ./...
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	# bench/ is a module of its own, which ./... does not enter.
 	cd bench && $(GO) test $(TESTFLAGS) ./...

@@ -126,7 +126,7 @@ func echoPod(name string, labels map[string]string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To(int64(1)),
-			Containers: []corev1.Container{{Name: "echo", Image: testimages.EchoRef, ImagePullPolicy: corev1.PullNever}},
+			Containers:                    []corev1.Container{{Name: "echo", Image: testimages.EchoRef, ImagePullPolicy: corev1.PullNever}},
 		},
 	}
 }
