@@ -189,6 +189,7 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 		log.Warnf("operator: record the injection of %s: %v", target, err)
 		return
 	}
+	r.written.add(key)
 	for _, jr := range rec.jvms {
 		inUse[cs.Name] = append(inUse[cs.Name], jr.Port)
 	}
@@ -262,6 +263,7 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 		r.retries.failed(key)
 		return
 	}
+	r.written.add(reconfigureKey(key, j.configHash))
 	r.metrics.observe(j.strategy.Name()+"/reconfigure", resultSuccess, "", took)
 	r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Reconfigured",
 		fmt.Sprintf("wrote the new exporter config into %s; the running agents reload it on their next scrape", target))

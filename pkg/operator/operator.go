@@ -129,6 +129,7 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		pool:    inject.NewPool(o.Parallelism),
 		metrics: newMetrics(op.Registerer()),
 		retries: newRetries(),
+		written: newWritten(),
 	}
 	r.strategies = o.Strategies
 	if r.strategies == nil {

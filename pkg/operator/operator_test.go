@@ -226,3 +226,40 @@ func TestPodMonitorHasAnEndpointPerJVMOfTheFullestPod(t *testing.T) {
 		}
 	}
 }
+
+// TestAnOutcomeWrittenButNotCachedIsNotRedone: after a job wrote a
+// container start's outcome, a plan made from a pod cache that does not show
+// it yet starts no second job (a second attempt would add another ephemeral
+// container, or load the agent again); once the cache shows the record, the
+// memory goes.
+func TestAnOutcomeWrittenButNotCachedIsNotRedone(t *testing.T) {
+	r := &Reconciler{pool: inject.NewPool(1), retries: newRetries(), written: newWritten()}
+	ex := &jmxv1alpha1.PrometheusJmxExporter{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "n"}}
+	running := corev1.ContainerStatus{Name: "app", ContainerID: "containerd://1",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}
+	stale := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "n", UID: "u"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", ContainerStatuses: []corev1.ContainerStatus{running}}}
+	plan := func(pod *corev1.Pod) *plan {
+		p := &plan{spec: jmxv1alpha1.PrometheusJmxExporterSpec{Port: 9404}, pods: map[string]podState{}}
+		r.planPod(t.Context(), ex, p, pod, true, nil)
+		return p
+	}
+	if p := plan(stale); len(p.jobs) != 1 {
+		t.Fatalf("%d jobs for a container without a record, want 1", len(p.jobs))
+	}
+	key := retryKey(stale, "app", "containerd://1")
+	r.written.add(key)
+	if p := plan(stale); len(p.jobs) != 0 || p.pods["p"] != podPending {
+		t.Fatalf("%d jobs and state %q from a cache behind the written record, want none and pending", len(p.jobs), p.pods["p"])
+	}
+	fresh := stale.DeepCopy()
+	b, _ := json.Marshal(PodRecord{Exporter: "x", Containers: map[string]ContainerRecord{"app": {ContainerID: "containerd://1",
+		Failure: &Failure{Reason: jmxv1alpha1.ReasonAttachDisabled}}}})
+	fresh.Annotations = map[string]string{AnnotationAgents: string(b)}
+	if p := plan(fresh); len(p.jobs) != 0 || p.pods["p"] != podFailed {
+		t.Fatalf("%d jobs and state %q once the cache shows the failure", len(p.jobs), p.pods["p"])
+	}
+	if r.written.has(key) {
+		t.Error("the written outcome is still remembered after the cache showed it")
+	}
+}

@@ -37,6 +37,9 @@ type Reconciler struct {
 	// podMonitors is true when the operator keeps a PodMonitor per
 	// exporter: the cluster serves the kind and Options did not disable it.
 	podMonitors bool
+	// written remembers the outcomes jobs wrote into pods' records that the
+	// pod cache may not show yet.
+	written *written
 }
 
 // Wait blocks until every injection job started so far has returned. Jobs
@@ -244,6 +247,9 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 		}
 		c, ok := rec.current(cs.Name, cs.ContainerID)
 		key := retryKey(pod, cs.Name, cs.ContainerID)
+		if ok {
+			r.written.forget(key) // the cache shows the record
+		}
 		switch {
 		case ok && c.Failure != nil:
 			state = worse(state, podFailed)
@@ -261,7 +267,10 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 			if c.Port != 0 && c.Port != p.spec.Port {
 				p.portPending = appendOnce(p.portPending, pod.Name)
 			}
-			if canInject && c.ConfigHash != p.configHash && len(c.JVMs) > 0 {
+			if c.ConfigHash == p.configHash {
+				r.written.forget(reconfigureKey(key, p.configHash))
+			}
+			if canInject && c.ConfigHash != p.configHash && len(c.JVMs) > 0 && !r.written.has(reconfigureKey(key, p.configHash)) {
 				if wait := r.retries.wait(key); wait > 0 {
 					p.retryIn = minPositive(p.retryIn, wait)
 				} else {
@@ -271,7 +280,9 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 		default:
 			state = worse(state, podPending)
 			p.pending = append(p.pending, pod.Name+"/"+cs.Name)
-			if !canInject {
+			if !canInject || r.written.has(key) {
+				// An outcome already written, not yet in the cache: the
+				// record's update event wakes the exporter again.
 				continue
 			}
 			if wait := r.retries.wait(key); wait > 0 {
@@ -583,6 +594,50 @@ func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// written remembers, per container start (retryKey) or per container start
+// and config (reconfigureKey), that a job wrote its outcome into the pod's
+// record, until the pod cache shows the write. A plan made from a cache
+// that has not seen it yet would otherwise start the same work again: a
+// second ephemeral container for a permanent failure, or a second
+// reconfiguration. Entries expire after writtenTTL, far beyond the cache's
+// lag, so those of pods deleted meanwhile do not pile up.
+type written struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+// writtenTTL bounds how long a write is awaited in the cache.
+const writtenTTL = 2 * time.Minute
+
+func newWritten() *written { return &written{m: map[string]time.Time{}} }
+
+func reconfigureKey(key, configHash string) string { return key + "#config=" + configHash }
+
+func (w *written) add(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for k, at := range w.m {
+		if now.Sub(at) > writtenTTL {
+			delete(w.m, k)
+		}
+	}
+	w.m[key] = now
+}
+
+func (w *written) has(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.m[key]
+	return ok && time.Since(at) <= writtenTTL
+}
+
+func (w *written) forget(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, key)
 }
 
 // retries remembers transient failures per container start, for backoff.
