@@ -1,7 +1,9 @@
 // Module monitoring is test-only: Prometheus Operator's own config
 // generation and Prometheus' PromQL parser, for the e2e tests (test/e2e) and
 // the dashboard's test. It is a module of its own so that neither dependency
-// graph enters handlerkit's go.mod.
+// graph enters handlerkit's go.mod. Prometheus Operator is v0.93.0: the newest
+// release of which the module proxy serves all three modules it needs (the
+// main one, pkg/apis/monitoring and pkg/client; v0.94.x lacks pkg/client).
 module github.com/handlerkit/handlerkit/test/monitoring
 
 go 1.26.0
