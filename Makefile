@@ -17,7 +17,7 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: prereqs controlplane node images ## The main job: a local cluster, the operator, a JVM, its metrics without a restart (Ctrl-C stops it).
+demo: prereqs controlplane node prometheus images ## The main job: a local cluster, the operator, a JVM, its metrics without a restart (Ctrl-C stops it).
 	$(GO) run ./hack/demo $(DEMOFLAGS)
 
 .PHONY: build
@@ -37,12 +37,19 @@ controlplane: ## Build kube-apiserver and etcd into the cache (skips what is cac
 node: ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy and containerd into the cache.
 	hack/build-node.sh
 
+.PHONY: prometheus
+prometheus: ## Build the Prometheus server the e2e tests and the demo run (hack/prometheus) into the cache.
+	$(GO) run ./cmd/testenv-build prometheus
+
 .PHONY: images
 images: prereqs ## Build the test and demo images (pause, echo, jmx agent, JVM, shell-less JVM, memcached) without Docker.
 	$(GO) run ./hack/images
 
 .PHONY: test
-test: prereqs controlplane node images ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
+test: prereqs controlplane node prometheus images ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
+	# test/monitoring is a module of its own (Prometheus Operator's config generation, Prometheus' PromQL
+	# parser): its tests, and a build of the commands test/e2e runs, so that the e2e tests find them compiled.
+	cd test/monitoring && $(GO) build -trimpath ./... && $(GO) test $(TESTFLAGS) ./...
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	# bench/ is a module of its own, which ./... does not enter.
 	cd bench && $(GO) test $(TESTFLAGS) ./...

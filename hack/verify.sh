@@ -13,11 +13,13 @@ fi
 
 echo "verify: go vet"
 go vet ./...
-# bench/ is a module of its own (controller-runtime stays out of ours).
+# bench/ and test/monitoring/ are modules of their own (controller-runtime,
+# Prometheus Operator and Prometheus stay out of ours).
 (cd bench && go vet ./...)
+(cd test/monitoring && go vet ./...)
 
 echo "verify: go mod tidy"
-for dir in . bench $(dirname hack/*/go.mod); do
+for dir in . bench test/monitoring $(dirname hack/*/go.mod); do
   tmp=$(mktemp -d)
   cp "$dir/go.mod" "$dir/go.sum" "$tmp/"
   (cd "$dir" && go mod tidy)

@@ -13,8 +13,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,11 +25,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/leader"
+	"github.com/handlerkit/handlerkit/pkg/metrics"
 	"github.com/handlerkit/handlerkit/pkg/operator"
 	"github.com/handlerkit/handlerkit/pkg/sdk"
 )
@@ -53,7 +57,17 @@ type config struct {
 	localHelper     string
 	localJar        string
 	gracefulTimeout time.Duration
+	podMonitors     bool
+	podMonLabels    map[string]string
+	metricsService  string
 }
+
+// The values of --metrics-service.
+const (
+	metricsServiceEveryReplica = "every-replica"
+	metricsServiceLeader       = "leader"
+	metricsServiceNone         = "none"
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -93,6 +107,13 @@ func env(name, def string) string {
 func envDuration(name string, def time.Duration) time.Duration {
 	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
 		return d
+	}
+	return def
+}
+
+func envBool(name string, def bool) bool {
+	if b, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+		return b
 	}
 	return def
 }
@@ -145,6 +166,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		"the operator's own agent jar, which the Exec strategy streams into containers (env LOCAL_AGENT_JAR)")
 	fs.DurationVar(&c.gracefulTimeout, "graceful-timeout", envDuration("GRACEFUL_TIMEOUT", 30*time.Second),
 		"how long handlers may run on after shutdown or a lost leadership (env GRACEFUL_TIMEOUT)")
+	fs.BoolVar(&c.podMonitors, "pod-monitors", envBool("POD_MONITORS", true),
+		"keep one PodMonitor per exporter, scraping each injected JVM once, when the cluster serves monitoring.coreos.com/v1 PodMonitors (checked at start) (env POD_MONITORS)")
+	podMonLabels := fs.String("pod-monitor-labels", env("POD_MONITOR_LABELS", ""),
+		"labels added to every PodMonitor, k=v comma-separated, for a Prometheus whose podMonitorSelector asks for them (env POD_MONITOR_LABELS)")
+	fs.StringVar(&c.metricsService, "metrics-service", env("METRICS_SERVICE", metricsServiceEveryReplica),
+		"the <deployment>-metrics Service in the operator's namespace (and a ServiceMonitor when the cluster serves them), written at start: every-replica, leader (only the leader is scraped) or none (env METRICS_SERVICE)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: prometheus-jmx-exporter-operator [flags]
 
@@ -192,7 +219,45 @@ Flags (each also from the environment variable in parentheses; flags win):
 	if c.parallelism < 1 {
 		return c, fmt.Errorf("--parallelism %d: at least 1", c.parallelism)
 	}
+	labels, err := parseLabels(*podMonLabels)
+	if err != nil {
+		return c, fmt.Errorf("--pod-monitor-labels: %w", err)
+	}
+	c.podMonLabels = labels
+	switch c.metricsService {
+	case metricsServiceEveryReplica, metricsServiceNone:
+	case metricsServiceLeader:
+		if c.election == "none" {
+			return c, errors.New("--metrics-service=leader selects the leader by its leader label, which --leader-election=none never sets; use every-replica")
+		}
+	default:
+		return c, fmt.Errorf("--metrics-service %q: want every-replica, leader or none", c.metricsService)
+	}
 	return c, nil
+}
+
+// parseLabels parses "k=v,k2=v2" into label keys and values Kubernetes
+// accepts.
+func parseLabels(list string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(list, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not key=value", kv)
+		}
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			return nil, fmt.Errorf("label key %q: %s", k, strings.Join(msgs, "; "))
+		}
+		if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
+			return nil, fmt.Errorf("label value %q: %s", v, strings.Join(msgs, "; "))
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // strategies parses --strategies into the enabled set.
@@ -292,10 +357,12 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		PullPolicy:        corev1.PullPolicy(c.pullPolicy),
 		LocalAttachHelper: c.localHelper, LocalAgentJar: c.localJar,
 		InjectionTimeout: c.timeout, Parallelism: c.parallelism, JVMWait: c.jvmWait,
+		DisablePodMonitors: !c.podMonitors, PodMonitorLabels: c.podMonLabels,
 	})
 	if err != nil {
 		return err
 	}
+	ensureMetricsService(ctx, cfg, c, log)
 	log.WithFields(logrus.Fields{"namespaces": nsLabel(c.namespaces), "election": c.election,
 		"strategies": c.strategies, "default": c.defaultStrategy}).Info("prometheus-jmx-exporter-operator starting")
 	err = op.Run(ctx)
@@ -304,6 +371,32 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// ensureMetricsService writes the metrics Service (and ServiceMonitor) that
+// --metrics-service asks for. It runs on every replica at every start, before
+// the election (docs/leader-election.md). A failure is logged, not fatal: the
+// operator's work does not depend on being scraped.
+func ensureMetricsService(ctx context.Context, cfg *rest.Config, c config, log *logrus.Logger) {
+	if c.metricsService == metricsServiceNone || c.metricsAddr == "0" {
+		return
+	}
+	_, portStr, err := net.SplitHostPort(c.metricsAddr)
+	port, perr := strconv.Atoi(portStr)
+	if err != nil || perr != nil {
+		log.Warnf("no metrics Service: --metrics-addr %q has no port", c.metricsAddr)
+		return
+	}
+	svc, err := metrics.EnsureService(ctx, cfg, metrics.ServiceOptions{
+		ScrapeOnlyLeader: c.metricsService == metricsServiceLeader,
+		Port:             int32(port),
+		Logger:           log,
+	})
+	if err != nil {
+		log.WithError(err).Warn("could not write the metrics Service (--metrics-service); the operator works on, unscraped through it")
+		return
+	}
+	log.WithFields(logrus.Fields{"service": svc.Name, "mode": c.metricsService}).Info("metrics Service in place")
 }
 
 func nsLabel(ns string) string {

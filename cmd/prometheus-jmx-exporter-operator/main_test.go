@@ -14,7 +14,8 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	help := errb.String()
 	for _, f := range []string{"-namespaces", "WATCH_NAMESPACE", "-kubeconfig", "-metrics-addr", "-leader-election", "-log-level",
 		"-log-format", "-strategies", "-default-strategy", "-injection-timeout", "-parallelism", "-jvm-wait", "-agent-image",
-		"-image-pull-policy", "-local-attach-helper", "-local-agent-jar", "docs/operator.md"} {
+		"-image-pull-policy", "-local-attach-helper", "-local-agent-jar", "-pod-monitors", "POD_MONITORS", "-pod-monitor-labels",
+		"-metrics-service", "METRICS_SERVICE", "docs/operator.md"} {
 		if !strings.Contains(help, f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -32,6 +33,10 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{"--injection-timeout", "1s"},
 		{"--parallelism", "0"},
 		{"--log-level", "loud"},
+		{"--metrics-service", "some"},
+		{"--metrics-service", "leader", "--leader-election", "none"},
+		{"--pod-monitor-labels", "release"},
+		{"--pod-monitor-labels", "bad key=x"},
 		{"extra"},
 	} {
 		var out, errb bytes.Buffer
@@ -53,6 +58,17 @@ func TestEnvironmentSetsDefaultsAndFlagsWin(t *testing.T) {
 	}
 	if c.namespaces != "a,b" || c.parallelism != 5 {
 		t.Fatalf("namespaces %q parallelism %d", c.namespaces, c.parallelism)
+	}
+	if !c.podMonitors || c.metricsService != "every-replica" || len(c.podMonLabels) != 0 {
+		t.Fatalf("defaults: pod monitors %v, metrics service %q, labels %v", c.podMonitors, c.metricsService, c.podMonLabels)
+	}
+	t.Setenv("POD_MONITORS", "false")
+	t.Setenv("POD_MONITOR_LABELS", "release=kps, team=jvm")
+	if c, err = parseFlags([]string{"--metrics-service", "leader"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if c.podMonitors || c.metricsService != "leader" || c.podMonLabels["release"] != "kps" || c.podMonLabels["team"] != "jvm" {
+		t.Fatalf("pod monitors %v, metrics service %q, labels %v", c.podMonitors, c.metricsService, c.podMonLabels)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Command testenv-build builds the binaries pkg/testenv runs (kube-apiserver
 // and etcd; with -node also kube-controller-manager, kube-scheduler, kubelet,
-// kube-proxy and containerd with its runc shim and ctr) from the Go module proxy into
+// kube-proxy and containerd with its runc shim and ctr; with -prometheus the
+// Prometheus server of pkg/testenv/prometheus) from the Go module proxy into
 // the user cache, where testenv looks them up. testenv builds missing
 // binaries on first use by itself; this command does it ahead of time, for
 // example in a CI image, with exactly the recipe testenv uses.
@@ -8,11 +9,12 @@
 // Usage, in a module that requires github.com/handlerkit/handlerkit (so the
 // versions match the testenv your tests import):
 //
-//	go run github.com/handlerkit/handlerkit/cmd/testenv-build [-node] [-force] [binary...]
+//	go run github.com/handlerkit/handlerkit/cmd/testenv-build [-node] [-prometheus] [-force] [binary...]
 //
 // With binary names it builds those; -force rebuilds cached binaries.
-// $HANDLERKIT_BIN_DIR and $HANDLERKIT_CONTAINERD_DIR override the cache
-// directories, as they do for testenv.
+// $HANDLERKIT_BIN_DIR, $HANDLERKIT_CONTAINERD_DIR and
+// $HANDLERKIT_PROMETHEUS_DIR override the cache directories, as they do for
+// testenv.
 package main
 
 import (
@@ -29,29 +31,33 @@ import (
 
 func main() {
 	node := flag.Bool("node", false, "also build the cluster-mode binaries (kubelet, controller-manager, scheduler, kube-proxy, containerd)")
+	prom := flag.Bool("prometheus", false, "also build the Prometheus server that pkg/testenv/prometheus runs")
 	force := flag.Bool("force", false, "rebuild binaries that are already cached")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: testenv-build [-node] [-force] [binary...]\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: testenv-build [-node] [-prometheus] [-force] [binary...]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, binaries(*node, flag.Args()), *force); err != nil {
+	if err := run(ctx, binaries(*node, *prom, flag.Args()), *force); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
 // binaries returns the names given on the command line, else the control
-// plane's, and the node's too with -node.
-func binaries(node bool, args []string) []string {
+// plane's, the node's too with -node, and Prometheus with -prometheus.
+func binaries(node, prom bool, args []string) []string {
 	if len(args) > 0 {
 		return args
 	}
 	names := testenv.ControlPlaneBinaries()
 	if node {
 		names = append(names, testenv.NodeBinaries()...)
+	}
+	if prom {
+		names = append(names, testenv.PrometheusBinaries()...)
 	}
 	return names
 }

@@ -8,8 +8,11 @@
 // deploy/overlays/local (its ServiceAccount, RBAC and Deployment, running in
 // the cluster), starts the sample Java application and applies the sample
 // exporter from deploy/samples. It waits until the exporter's status lists
-// the JVM's endpoint, scrapes it and prints a few JVM metrics and the kubectl
-// lines to try, then runs until Ctrl-C and removes everything it started.
+// the JVM's endpoint, scrapes it and prints a few JVM metrics, then starts a
+// real Prometheus (pkg/testenv/prometheus) with the community chart's
+// kubernetes-pods job and prints a PromQL query it answers for the sample
+// JVM, and the kubectl and curl lines to try; then it runs until Ctrl-C and
+// removes everything it started.
 //
 // With KUBECONFIG set, it uses that cluster instead of starting one: the
 // images must be available there (see docs/operator.md). At the end it
@@ -39,6 +42,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/handlerkit/handlerkit/internal/manifest"
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
@@ -46,6 +50,7 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
 	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
 	"github.com/handlerkit/handlerkit/pkg/testenv"
+	"github.com/handlerkit/handlerkit/pkg/testenv/prometheus"
 )
 
 func main() {
@@ -153,6 +158,22 @@ func run() error {
 	}
 	printMetrics(body)
 
+	promURL := ""
+	if local {
+		step("starting Prometheus %s with the community chart's kubernetes-pods job (deploy/prometheus/kubernetes-pods.yaml)", testenv.PrometheusVersion)
+		srv, err := startPrometheus(wctx, root, kubeconfig)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		promURL = srv.URL()
+		if err := printPrometheusQuery(wctx, srv, ns, ep); err != nil {
+			return err
+		}
+	} else {
+		fmt.Println("    (no Prometheus: it would run on this machine, which cannot reach the pod IPs of another cluster)")
+	}
+
 	fmt.Printf(`
 Try it (the cluster runs until you press Ctrl-C):
 
@@ -164,8 +185,8 @@ Try it (the cluster runs until you press Ctrl-C):
   kubectl get --raw /api/v1/namespaces/%[2]s/pods/%[3]s:%[4]d/proxy/metrics | head
   kubectl logs -n %[2]s deploy/prometheus-jmx-exporter-operator
   kubectl delete pod -n %[2]s -l app=orders               # a new pod is injected again
-
-`, kubeconfig, ns, ep.Pod, ep.Port)
+%[5]s
+`, kubeconfig, ns, ep.Pod, ep.Port, prometheusLines(promURL, ns))
 	if *exitAfter {
 		return nil
 	}
@@ -209,6 +230,73 @@ func teardown(a *manifest.Applier, kube kubernetes.Interface, ns string, created
 	if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		fmt.Fprintln(os.Stderr, "demo: cleanup:", err)
 	}
+}
+
+// demoQuery is the PromQL the demo asks Prometheus: the sample JVM's heap.
+func demoQuery(ns string) string {
+	return fmt.Sprintf(`jvm_memory_used_bytes{job="kubernetes-pods", namespace=%q, app="orders", area="heap"}`, ns)
+}
+
+// startPrometheus starts a real Prometheus on 127.0.0.1 with the kubernetes-pods
+// job of deploy/prometheus, finding the pods through kubeconfig.
+func startPrometheus(ctx context.Context, root, kubeconfig string) (*prometheus.Server, error) {
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "prometheus", "kubernetes-pods.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var jobs []any
+	if err := yaml.Unmarshal(data, &jobs); err != nil {
+		return nil, fmt.Errorf("deploy/prometheus/kubernetes-pods.yaml: %w", err)
+	}
+	config, err := yaml.Marshal(map[string]any{
+		"global":         map[string]any{"scrape_interval": "5s", "evaluation_interval": "5s"},
+		"scrape_configs": jobs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return prometheus.Start(ctx, config, prometheus.WithKubeconfig(kubeconfig))
+}
+
+// printPrometheusQuery waits until Prometheus has scraped the sample JVM and
+// prints the query, its answer and its target.
+func printPrometheusQuery(ctx context.Context, srv *prometheus.Server, ns string, ep jmxv1alpha1.MetricsEndpoint) error {
+	q := demoQuery(ns)
+	var samples []prometheus.Sample
+	err := poll(ctx, "Prometheus to scrape the JVM", func() (bool, error) {
+		got, err := srv.Query(ctx, q)
+		samples = got
+		return err == nil && len(samples) > 0, nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    PromQL: %s\n", q)
+	for _, smp := range samples {
+		fmt.Printf("    => %.1f MiB on pod %s (instance %s), scraped %s\n", smp.Value/(1<<20), smp.Metric["pod"], smp.Metric["instance"],
+			smp.Time.Format(time.RFC3339))
+	}
+	up, err := srv.Query(ctx, fmt.Sprintf(`up{job="kubernetes-pods", namespace=%q}`, ns))
+	if err != nil {
+		return err
+	}
+	for _, smp := range up {
+		fmt.Printf("    up{pod=%q, instance=%q} = %g  (found through the pod's prometheus.io annotations; the agent serves %s:%d)\n",
+			smp.Metric["pod"], smp.Metric["instance"], smp.Value, ep.PodIP, ep.Port)
+	}
+	return nil
+}
+
+// prometheusLines are the lines to try against the demo's Prometheus.
+func prometheusLines(url, ns string) string {
+	if url == "" {
+		return ""
+	}
+	return fmt.Sprintf(`
+Prometheus' HTTP API: %[1]s/api/v1 (targets: %[1]s/api/v1/targets)
+  curl -s %[1]s/api/v1/query --data-urlencode 'query=%[2]s'
+  curl -s %[1]s/api/v1/targets?state=active
+`, url, demoQuery(ns))
 }
 
 // repoRoot finds the module root (the demo runs with `go run ./hack/demo`).

@@ -28,7 +28,8 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
 
-// Watch names. Pod and ConfigMap events are mapped to exporter keys.
+// Watch names. Pod and ConfigMap events are mapped to exporter keys, and so
+// are those of the operator's PodMonitors (WatchPodMonitors).
 const (
 	WatchExporters  = "exporters"
 	WatchPods       = "pods"
@@ -87,6 +88,15 @@ type Options struct {
 	Client kubernetes.Interface
 	// Strategies replaces the built-in strategies (tests).
 	Strategies map[jmxv1alpha1.InjectionStrategy]inject.Strategy
+	// DisablePodMonitors stops the operator from keeping a PodMonitor per
+	// exporter. By default it keeps one when the cluster serves
+	// monitoring.coreos.com/v1 PodMonitors when Setup runs (a CRD installed
+	// later is used after the operator restarts).
+	DisablePodMonitors bool
+	// PodMonitorLabels are added to the labels of every PodMonitor, for a
+	// Prometheus whose podMonitorSelector asks for them (such as
+	// kube-prometheus-stack's release=<name>).
+	PodMonitorLabels map[string]string
 }
 
 // Scheme returns a scheme with the built-in kinds and PrometheusJmxExporter,
@@ -131,6 +141,13 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 	for _, d := range o.DisabledStrategies {
 		delete(r.strategies, d)
 	}
+	if !o.DisablePodMonitors {
+		served, err := podMonitorsServed(op.Clientset())
+		if err != nil {
+			op.Logger().Warnf("operator: %v; no PodMonitors are kept until the operator restarts", err)
+		}
+		r.podMonitors = served
+	}
 	ns := o.Namespaces
 	if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", ns, 0,
 		sdk.WithName(WatchExporters), sdk.WithHandler(r),
@@ -146,6 +163,16 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		sdk.WithName(WatchConfigMaps),
 		sdk.WithMapTo(WatchExporters, r.exportersOfConfigMap)); err != nil {
 		return nil, fmt.Errorf("operator: watch configmaps: %w", err)
+	}
+	if r.podMonitors {
+		if err := op.Watch(PodMonitorGVK.GroupVersion().String(), PodMonitorGVK.Kind, ns, 0,
+			sdk.WithName(WatchPodMonitors),
+			sdk.WithOwnerOf(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter")); err != nil {
+			return nil, fmt.Errorf("operator: watch podmonitors: %w", err)
+		}
+		op.Logger().Infof("operator: the cluster serves %s PodMonitors: one is kept per exporter", PodMonitorGVK.GroupVersion())
+	} else if !o.DisablePodMonitors {
+		op.Logger().Infof("operator: the cluster serves no %s PodMonitors: none are kept (pods are annotated for Prometheus either way); restart the operator after installing the CRD", PodMonitorGVK.GroupVersion())
 	}
 	return r, nil
 }

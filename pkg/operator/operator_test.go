@@ -3,6 +3,7 @@ package operator
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -60,12 +61,30 @@ func TestRecordRoundTripAndAnnotations(t *testing.T) {
 		"side":   {ContainerID: "containerd://b", NoJVM: true},
 		"broken": {ContainerID: "containerd://c", Failure: &Failure{Reason: "PortInUse"}},
 	}}
-	ann, err := rec.annotations()
+	// The pod declares ports in its first container, and carries per-JVM
+	// annotations of an earlier record with three JVMs.
+	live := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		AnnotationJVMPrefix + "0": "app:9404", AnnotationJVMPrefix + "1": "app:9405", AnnotationJVMPrefix + "2": "side:9406",
+		AnnotationJVMPrefix + "x": "not ours"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Ports: []corev1.ContainerPort{
+			{ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {ContainerPort: 8081, Protocol: corev1.ProtocolUDP}}}, {Name: "app"}}}}
+	ann, err := rec.annotations(live)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *ann[AnnotationPorts] != "9404,9405" || *ann[AnnotationPort] != "9404" || *ann[AnnotationScrape] != "true" || *ann[AnnotationPath] != "/metrics" {
-		t.Errorf("annotations %v", ann)
+	want := map[string]string{AnnotationPorts: "9404,9405", AnnotationPort: "9404", AnnotationScrape: "true", AnnotationPath: "/metrics",
+		AnnotationExporter: "orders", AnnotationDiscoveryAnchor: "web;8080;TCP",
+		AnnotationJVMPrefix + "0": "app:9404", AnnotationJVMPrefix + "1": "app:9405"}
+	for k, v := range want {
+		if ann[k] == nil || *ann[k] != v {
+			t.Errorf("annotation %s = %v, want %q", k, ann[k], v)
+		}
+	}
+	if v, ok := ann[AnnotationJVMPrefix+"2"]; !ok || v != nil {
+		t.Errorf("the stale %s2 is %v, want an explicit null", AnnotationJVMPrefix, v)
+	}
+	if _, ok := ann[AnnotationJVMPrefix+"x"]; ok {
+		t.Errorf("an annotation that only shares the prefix was touched")
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationAgents: *ann[AnnotationAgents]}}}
 	back := readRecord(pod)
@@ -79,9 +98,16 @@ func TestRecordRoundTripAndAnnotations(t *testing.T) {
 		t.Error("the current start's record does not apply")
 	}
 	// No JVM with the agent: the scrape annotations are removed (null).
-	ann, _ = PodRecord{Exporter: "x", Containers: map[string]ContainerRecord{"side": {NoJVM: true}}}.annotations()
-	if v, ok := ann[AnnotationScrape]; !ok || v != nil {
-		t.Errorf("scrape annotation %v, want an explicit null", v)
+	ann, _ = PodRecord{Exporter: "x", Containers: map[string]ContainerRecord{"side": {NoJVM: true}}}.annotations(live)
+	for _, k := range []string{AnnotationScrape, AnnotationExporter, AnnotationDiscoveryAnchor, AnnotationJVMPrefix + "0"} {
+		if v, ok := ann[k]; !ok || v != nil {
+			t.Errorf("%s is %v, want an explicit null", k, v)
+		}
+	}
+	// A first container without ports: discovery's one target for it has
+	// no port labels.
+	if got := discoveryAnchor(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}); got != "app;;" {
+		t.Errorf("anchor %q, want %q", got, "app;;")
 	}
 	// An unreadable record is an empty one, not a crash.
 	pod.Annotations[AnnotationAgents] = "{not json"
@@ -119,7 +145,7 @@ func TestBasePortSkipsOtherContainersPorts(t *testing.T) {
 		"a": {ContainerID: "id-a", JVMs: []JVMRecord{{Port: 9404}, {Port: 9405}}},
 		"b": {ContainerID: "old-b", JVMs: []JVMRecord{{Port: 9406}}},
 	}}
-	ann, _ := rec.annotations()
+	ann, _ := rec.annotations(&corev1.Pod{})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationAgents: *ann[AnnotationAgents]}}}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", ContainerID: "id-a"}, {Name: "b", ContainerID: "id-b"}, {Name: "c", ContainerID: "id-c"}}
 	inUse := portsInUse(pod)
@@ -165,6 +191,38 @@ func TestCamel(t *testing.T) {
 	for in, want := range map[string]string{"port-not-permitted": "PortNotPermitted", "internal": "Internal", "": "Unknown"} {
 		if got := camel(in); got != want {
 			t.Errorf("camel(%q) = %q", in, got)
+		}
+	}
+}
+
+func TestPodMonitorHasAnEndpointPerJVMOfTheFullestPod(t *testing.T) {
+	ex := &jmxv1alpha1.PrometheusJmxExporter{ObjectMeta: metav1.ObjectMeta{Name: "a.b", Namespace: "n"},
+		Spec: jmxv1alpha1.PrometheusJmxExporterSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}}}
+	p := &plan{endpoints: []jmxv1alpha1.MetricsEndpoint{{Pod: "p1"}, {Pod: "p2"}, {Pod: "p2"}, {Pod: "p2"}, {Pod: "p3"}}}
+	if n := maxJVMsPerPod(p); n != 3 {
+		t.Fatalf("maxJVMsPerPod %d, want 3", n)
+	}
+	for _, jvms := range []int{0, 1, 3} {
+		spec, err := podMonitorSpec(ex, jvms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps := spec["podMetricsEndpoints"].([]any)
+		if want := max(jvms, 1); len(eps) != want {
+			t.Errorf("%d JVMs: %d endpoints, want %d", jvms, len(eps), want)
+		}
+		for i, ep := range eps {
+			rels := ep.(map[string]any)["relabelings"].([]any)
+			first := rels[0].(map[string]any)
+			// The exporter's name is matched literally: the dot is no
+			// wildcard.
+			if first["regex"] != `a\.b` {
+				t.Errorf("endpoint %d keeps exporter %v", i, first["regex"])
+			}
+			jvm := rels[1].(map[string]any)["sourceLabels"].([]any)[0]
+			if want := "__meta_kubernetes_pod_annotation_jmx_handlerkit_dev_jvm_" + fmt.Sprint(i); jvm != want {
+				t.Errorf("endpoint %d scrapes %v, want %s", i, jvm, want)
+			}
 		}
 	}
 }

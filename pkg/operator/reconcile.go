@@ -34,6 +34,9 @@ type Reconciler struct {
 	metrics    *metrics
 	retries    *retries
 	strategies map[jmxv1alpha1.InjectionStrategy]inject.Strategy
+	// podMonitors is true when the operator keeps a PodMonitor per
+	// exporter: the cluster serves the kind and Options did not disable it.
+	podMonitors bool
 }
 
 // Wait blocks until every injection job started so far has returned. Jobs
@@ -62,8 +65,12 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 		job := job
 		r.pool.TryRun(ctx, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) })
 	}
+	pmErr := r.ensurePodMonitor(ctx, ex, plan)
 	if err := r.writeStatus(ctx, ex, plan); err != nil {
 		return err
+	}
+	if pmErr != nil {
+		return pmErr
 	}
 	if plan.retryIn > 0 {
 		return sdk.RequeueAfter(plan.retryIn)

@@ -32,10 +32,33 @@ const (
 	AnnotationScrape = "prometheus.io/scrape"
 	AnnotationPort   = "prometheus.io/port"
 	AnnotationPath   = "prometheus.io/path"
+	// AnnotationExporter names the exporter whose agents serve in the pod.
+	// The exporter's PodMonitor keeps only the pods that name it.
+	AnnotationExporter = "jmx.handlerkit.dev/exporter"
+	// AnnotationJVMPrefix starts one annotation per injected JVM,
+	// jmx.handlerkit.dev/jvm-<i> = "<container>:<port>", i counting from 0 in
+	// the order of AnnotationPorts. Endpoint i of the exporter's PodMonitor
+	// scrapes JVM i.
+	AnnotationJVMPrefix = "jmx.handlerkit.dev/jvm-"
+	// AnnotationDiscoveryAnchor names the one target that Prometheus'
+	// Kubernetes pod discovery finds for the pod which the PodMonitor keeps:
+	// "<container>;<port>;<protocol>", the pod's first container and its
+	// first declared port and protocol, both empty when it declares none.
+	// Discovery finds one target per declared port and one per container
+	// without ports; keeping exactly one makes one scrape per JVM, whatever
+	// ports the pod declares.
+	AnnotationDiscoveryAnchor = "jmx.handlerkit.dev/discovery-anchor"
 )
 
-// ownedAnnotations are removed from a pod when its exporter goes away.
-var ownedAnnotations = []string{AnnotationAgents, AnnotationPorts, AnnotationScrape, AnnotationPort, AnnotationPath}
+// ownedAnnotations are removed from a pod when its exporter goes away, with
+// every AnnotationJVMPrefix annotation.
+var ownedAnnotations = []string{AnnotationAgents, AnnotationPorts, AnnotationScrape, AnnotationPort, AnnotationPath,
+	AnnotationExporter, AnnotationDiscoveryAnchor}
+
+// scrapeAnnotations are written while the pod has a JVM with the agent and
+// removed when it has none.
+var scrapeAnnotations = []string{AnnotationPorts, AnnotationScrape, AnnotationPort, AnnotationPath,
+	AnnotationExporter, AnnotationDiscoveryAnchor}
 
 // PodRecord is the operator's record of one pod, kept in AnnotationAgents so
 // that it survives operator restarts and is visible with kubectl.
@@ -111,35 +134,77 @@ func (r PodRecord) current(container, containerID string) (ContainerRecord, bool
 	return c, true
 }
 
-// annotations renders the record and the scrape annotations derived from it.
-func (r PodRecord) annotations() (map[string]*string, error) {
+// annotations renders the record and the scrape annotations derived from it
+// for pod (its spec names the discovery anchor; its annotations, the
+// per-JVM annotations of an earlier record that no longer apply).
+func (r PodRecord) annotations(pod *corev1.Pod) (map[string]*string, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
-	var ports []int
-	for _, c := range r.Containers {
+	type jvm struct {
+		container string
+		port      int32
+	}
+	var jvms []jvm
+	for name, c := range r.Containers {
 		for _, j := range c.JVMs {
-			ports = append(ports, int(j.Port))
+			jvms = append(jvms, jvm{name, j.Port})
 		}
 	}
-	sort.Ints(ports)
+	sort.Slice(jvms, func(i, j int) bool {
+		return jvms[i].port < jvms[j].port || jvms[i].port == jvms[j].port && jvms[i].container < jvms[j].container
+	})
 	out := map[string]*string{AnnotationAgents: ptrTo(string(b))}
-	if len(ports) == 0 {
-		for _, k := range []string{AnnotationPorts, AnnotationScrape, AnnotationPort, AnnotationPath} {
+	// Per-JVM annotations beyond the current count go.
+	for k := range pod.Annotations {
+		if i, ok := jvmIndex(k); ok && i >= len(jvms) {
+			out[k] = nil
+		}
+	}
+	if len(jvms) == 0 {
+		for _, k := range scrapeAnnotations {
 			out[k] = nil
 		}
 		return out, nil
 	}
-	list := make([]string, len(ports))
-	for i, p := range ports {
-		list[i] = strconv.Itoa(p)
+	list := make([]string, len(jvms))
+	for i, j := range jvms {
+		list[i] = strconv.Itoa(int(j.port))
+		out[AnnotationJVMPrefix+strconv.Itoa(i)] = ptrTo(j.container + ":" + list[i])
 	}
 	out[AnnotationPorts] = ptrTo(strings.Join(list, ","))
 	out[AnnotationScrape] = ptrTo("true")
 	out[AnnotationPort] = ptrTo(list[0])
 	out[AnnotationPath] = ptrTo("/metrics")
+	out[AnnotationExporter] = ptrTo(r.Exporter)
+	out[AnnotationDiscoveryAnchor] = ptrTo(discoveryAnchor(pod))
 	return out, nil
+}
+
+// jvmIndex parses the index of an AnnotationJVMPrefix annotation.
+func jvmIndex(key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, AnnotationJVMPrefix)
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(rest)
+	return i, err == nil && i >= 0
+}
+
+// discoveryAnchor is the value of AnnotationDiscoveryAnchor for pod: its first
+// container's name, port and protocol as Prometheus' pod discovery labels
+// them (__meta_kubernetes_pod_container_name, _port_number and
+// _port_protocol, joined with ";"; absent labels are empty).
+func discoveryAnchor(pod *corev1.Pod) string {
+	if len(pod.Spec.Containers) == 0 {
+		return ""
+	}
+	c := pod.Spec.Containers[0]
+	if len(c.Ports) == 0 {
+		return c.Name + ";;"
+	}
+	return c.Name + ";" + strconv.Itoa(int(c.Ports[0].ContainerPort)) + ";" + string(c.Ports[0].Protocol)
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -164,7 +229,7 @@ func updateRecord(ctx context.Context, client kubernetes.Interface, namespace, n
 		}
 		rec := readRecord(pod)
 		change(&rec)
-		ann, err := rec.annotations()
+		ann, err := rec.annotations(pod)
 		if err != nil {
 			return err
 		}
@@ -194,6 +259,11 @@ func clearAnnotations(ctx context.Context, client kubernetes.Interface, pod *cor
 	ann := map[string]any{}
 	for _, k := range ownedAnnotations {
 		ann[k] = nil
+	}
+	for k := range pod.Annotations {
+		if _, ok := jvmIndex(k); ok {
+			ann[k] = nil
+		}
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid": pod.UID, "annotations": ann}})

@@ -25,6 +25,8 @@ import (
 //go:generate cp ../../hack/tools/cmd/etcd/main.go buildmod/etcd-main.go.txt
 //go:generate cp ../../hack/containerd/go.mod buildmod/containerd.mod
 //go:generate cp ../../hack/containerd/go.sum buildmod/containerd.sum
+//go:generate cp ../../hack/prometheus/go.mod buildmod/prometheus.mod
+//go:generate cp ../../hack/prometheus/go.sum buildmod/prometheus.sum
 //go:embed buildmod
 var buildmodFS embed.FS
 
@@ -45,6 +47,13 @@ var (
 	containerdModule = &buildModule{hackDir: "hack/containerd", tags: "no_btrfs no_devmapper no_zfs", files: map[string]string{
 		"go.mod": "buildmod/containerd.mod",
 		"go.sum": "buildmod/containerd.sum",
+	}}
+	// Only the Kubernetes service discovery is compiled in: the build tags
+	// drop the cloud providers' SDKs, which would more than double the cold
+	// build.
+	prometheusModule = &buildModule{hackDir: "hack/prometheus", tags: "remove_all_sd enable_kubernetes_sd", files: map[string]string{
+		"go.mod": "buildmod/prometheus.mod",
+		"go.sum": "buildmod/prometheus.sum",
 	}}
 )
 
@@ -78,7 +87,8 @@ func containerdLDFlags() string {
 	return "-s -w -X " + pkg + "/version.Version=" + ContainerdVersion + " -X " + pkg + "/version.Package=" + pkg
 }
 
-// recipes lists every binary testenv runs, control plane first.
+// recipes lists every binary testenv builds, control plane first, then the
+// node's, then Prometheus (pkg/testenv/prometheus).
 func recipes() []recipe {
 	kube := func(name string) recipe {
 		return recipe{name: name, module: toolsModule, pkg: "k8s.io/kubernetes/cmd/" + name,
@@ -99,6 +109,8 @@ func recipes() []recipe {
 		containerd("containerd"),
 		containerd("containerd-shim-runc-v2"),
 		containerd("ctr"),
+		{name: "prometheus", module: prometheusModule, pkg: "github.com/prometheus/prometheus/cmd/prometheus",
+			ldflags: prometheusLDFlags(), dir: PrometheusDir, version: PrometheusVersion},
 	}
 }
 
@@ -121,12 +133,12 @@ func recipeFor(name string) (recipe, error) {
 			return r, nil
 		}
 	}
-	return recipe{}, fmt.Errorf("testenv: no binary named %q (known: %s)", name,
-		strings.Join(append(ControlPlaneBinaries(), NodeBinaries()...), ", "))
+	known := append(append(ControlPlaneBinaries(), NodeBinaries()...), PrometheusBinaries()...)
+	return recipe{}, fmt.Errorf("testenv: no binary named %q (known: %s)", name, strings.Join(known, ", "))
 }
 
 // EnsureBinaries builds those of the named binaries that are missing from
-// the cache (BinDir, ContainerdDir) from the Go module proxy, with the go
+// the cache (BinDir, ContainerdDir, PrometheusDir) from the Go module proxy, with the go
 // command in PATH. A cold build takes minutes (kube-apiserver about 5 on two
 // cores); a progress line goes to stderr. Concurrent builds, also by other
 // processes, are serialised with a lock file in the cache directory.

@@ -12,7 +12,9 @@ import (
 )
 
 // buildModules are the modules the recipes use.
-func buildModules() []*buildModule { return []*buildModule{toolsModule, containerdModule} }
+func buildModules() []*buildModule {
+	return []*buildModule{toolsModule, containerdModule, prometheusModule}
+}
 
 func TestBuildModulesMatchHack(t *testing.T) {
 	for _, m := range buildModules() {
@@ -38,6 +40,9 @@ func TestVersionsMatchTheBuildModules(t *testing.T) {
 	}
 	if got := containerdModule.requiredVersion("github.com/containerd/containerd/v2"); got != ContainerdVersion {
 		t.Errorf("%s requires containerd %q; ContainerdVersion is %q", containerdModule.hackDir, got, ContainerdVersion)
+	}
+	if got, want := prometheusModule.requiredVersion("github.com/prometheus/prometheus"), prometheusModuleVersion(); got != want || want == "" {
+		t.Errorf("%s requires prometheus %q; PrometheusVersion %q is module version %q", prometheusModule.hackDir, got, PrometheusVersion, want)
 	}
 	// Every staging module must be pinned to the release's v0.x twin.
 	staging := "v0." + strings.TrimPrefix(KubeVersion, "v1.")

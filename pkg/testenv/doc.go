@@ -39,5 +39,10 @@
 // link or cgroup behind. WithServiceProxy adds a real kube-proxy and moves
 // the apiserver onto the node's bridge, so that pods reach it through
 // rest.InClusterConfig (the kubernetes Service, 10.0.0.1:443) and other
-// ClusterIP Services work. docs/testenv.md describes it in full.
+// ClusterIP Services work.
+//
+// Package testenv/prometheus runs a real Prometheus server against an
+// Environment; its binary is built and cached here like the cluster's
+// (PrometheusVersion, PrometheusDir). docs/testenv.md describes it all in
+// full.
 package testenv

@@ -8,10 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/handlerkit/handlerkit/pkg/testenv/internal/spawn"
 )
 
 // Process is one program an Environment started: a control-plane component
@@ -28,8 +28,8 @@ type Process struct {
 }
 
 // startProcess starts bin with args, its output in logDir/name.log. The child
-// gets SIGKILL when the thread that started it dies (Pdeathsig), so it cannot
-// outlive the test binary, and runs in its own process group so that Stop
+// gets SIGKILL when the test binary dies (Pdeathsig, see package spawn), so it
+// cannot outlive it, and runs in its own process group so that Stop
 // reaches anything it spawned.
 func startProcess(name, bin, logDir string, args []string, env []string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
@@ -41,10 +41,8 @@ func startProcess(name, bin, logDir string, args []string, env []string) (*Proce
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	var startErr error
-	onSpawnerThread(func() { startErr = cmd.Start() })
-	if err := startErr; err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := spawn.Start(cmd); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("testenv: starting %s (%s): %w", name, bin, err)
 	}
@@ -55,30 +53,6 @@ func startProcess(name, bin, logDir string, args []string, env []string) (*Proce
 		close(p.done)
 	}()
 	return p, nil
-}
-
-// spawner owns one OS thread that never exits. Pdeathsig fires when the
-// thread that forked the child ends, not the process, and the Go runtime ends
-// threads whose goroutine exits while locked to them; forking only from this
-// thread ties the children's lives to the test binary's.
-var spawner struct {
-	once sync.Once
-	reqs chan func()
-}
-
-func onSpawnerThread(f func()) {
-	spawner.once.Do(func() {
-		spawner.reqs = make(chan func())
-		go func() {
-			runtime.LockOSThread()
-			for req := range spawner.reqs {
-				req()
-			}
-		}()
-	})
-	done := make(chan struct{})
-	spawner.reqs <- func() { f(); close(done) }
-	<-done
 }
 
 // Pid is the operating-system process id.

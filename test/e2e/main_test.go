@@ -107,6 +107,19 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: install CRDs: %v\n", err)
 		return 1
 	}
+	// The Prometheus Operator's PodMonitor and ServiceMonitor kinds are
+	// served from the start, as in a cluster that runs it: every operator
+	// the tests deploy keeps a PodMonitor per exporter and a ServiceMonitor
+	// for its metrics Service.
+	crds, err := monitoringCRDs(ctx)
+	if err == nil {
+		err = env.InstallCRDs(ctx, crds...)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: install the PodMonitor and ServiceMonitor CRDs: %v\n", err)
+		return 1
+	}
+	defer removeMonitoringTools()
 	code := m.Run()
 	err = env.Stop()
 	env = nil

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/config"
+	// Registers kubernetes_sd_configs, as the server's build does.
+	_ "github.com/prometheus/prometheus/discovery/kubernetes"
+)
+
+const podMonitor = `apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata:
+  name: orders
+  namespace: shop
+spec:
+  selector:
+    matchLabels: {app: orders}
+  podMetricsEndpoints:
+  - path: /metrics
+    relabelings:
+    - {action: keepequal, sourceLabels: [__meta_kubernetes_pod_container_name], targetLabel: __tmp_x}
+`
+
+// TestGeneratesWhatPrometheusLoads: the generated configuration, with the
+// reloader's variables filled in, is one Prometheus accepts, and holds the
+// PodMonitor's job and relabeling.
+func TestGeneratesWhatPrometheusLoads(t *testing.T) {
+	out, err := generate(t.Context(), strings.NewReader(podMonitor), "v3.16.0", "2s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "$(SHARD)") {
+		t.Fatalf("no $(SHARD) to fill in:\n%s", out)
+	}
+	out = expandEnv(out, map[string]string{"SHARD": "0", "POD_NAME": "p-0"})
+	cfg, err := config.Load(string(out), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("Prometheus refuses the configuration: %v\n%s", err, out)
+	}
+	if len(cfg.ScrapeConfigs) != 1 || cfg.ScrapeConfigs[0].JobName != "podMonitor/shop/orders/0" {
+		t.Fatalf("scrape configs %+v", cfg.ScrapeConfigs)
+	}
+	var keepequal bool
+	for _, r := range cfg.ScrapeConfigs[0].RelabelConfigs {
+		keepequal = keepequal || r.Action == "keepequal" && r.TargetLabel == "__tmp_x"
+	}
+	if !keepequal || strings.Contains(string(out), "$(") {
+		t.Errorf("the PodMonitor's relabeling or a variable is missing:\n%s", out)
+	}
+}
+
+func TestRejectedMonitorsAreNamed(t *testing.T) {
+	bad := strings.Replace(podMonitor, "targetLabel: __tmp_x", "targetLabel: ''", 1)
+	_, err := generate(t.Context(), strings.NewReader(bad), "v3.16.0", "2s")
+	if err == nil || !strings.Contains(err.Error(), "PodMonitor shop/orders") {
+		t.Fatalf("want the operator's rejection naming shop/orders, got %v", err)
+	}
+	mixed := podMonitor + "---\n" + strings.Replace(podMonitor, "namespace: shop", "namespace: other", 1)
+	if _, err := generate(t.Context(), strings.NewReader(mixed), "v3.16.0", "2s"); err == nil || !strings.Contains(err.Error(), "one namespace") {
+		t.Fatalf("monitors of two namespaces: %v", err)
+	}
+}
