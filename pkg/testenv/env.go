@@ -100,7 +100,7 @@ func Start(ctx context.Context, opts ...Option) (*Environment, error) {
 		// Importing large image archives and the first pods take longer.
 		o.startTimeout = defaultNodeStartTimeout
 	}
-	removeStaleDirs()
+	removeStaleDirs(false)
 	// Before the start timeout begins: the first build takes minutes.
 	if err := EnsureBinaries(ctx, ControlPlaneBinaries()...); err != nil {
 		return nil, err
@@ -369,14 +369,35 @@ func (e *Environment) Stop() error {
 
 // removeStaleDirs deletes directories left by test binaries that were killed
 // before they could call Stop. Their processes died with them (Pdeathsig).
-func removeStaleDirs() {
+// A directory with a node is cleaned only under the cluster lock
+// (haveClusterLock, or taken here when free): the moment a killed node's
+// lock is gone, the next cluster-mode environment may take its bridge name,
+// and a cleanup running beside it would delete that environment's bridge.
+// While another environment holds the lock, node directories are left to it
+// (claimNetwork cleans them) or to the next cluster-mode Start.
+func removeStaleDirs(haveClusterLock bool) {
+	locked, tried := haveClusterLock, haveClusterLock
+	defer func() {
+		if locked && !haveClusterLock {
+			releaseClusterLock()
+		}
+	}()
+	// nodeCleanable takes the cluster lock, once, for the first node
+	// directory, and says whether node directories may be cleaned.
+	nodeCleanable := func() bool {
+		if !tried {
+			tried = true
+			locked = tryClusterLock()
+		}
+		return locked
+	}
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
 	for _, dir := range dirs {
 		data, err := os.ReadFile(filepath.Join(dir, "owner.pid"))
 		if err != nil {
 			// A node directory without its owner file is what an earlier
 			// removal left when mounts kept it from finishing.
-			if errors.Is(err, os.ErrNotExist) && isNodeDir(dir) {
+			if errors.Is(err, os.ErrNotExist) && isNodeDir(dir) && nodeCleanable() {
 				cleanStaleNode(dir)
 				_ = os.RemoveAll(dir)
 			}
@@ -386,9 +407,15 @@ func removeStaleDirs() {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			cleanStaleNode(dir)
-			_ = os.RemoveAll(dir)
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			continue
 		}
+		if isNodeDir(dir) {
+			if !nodeCleanable() {
+				continue
+			}
+			cleanStaleNode(dir)
+		}
+		_ = os.RemoveAll(dir)
 	}
 }

@@ -241,6 +241,40 @@ func acquireClusterLock(ctx context.Context, progress io.Writer) (*os.File, erro
 	}
 }
 
+// staleLock is the cluster lock file held by removeStaleDirs between
+// tryClusterLock and releaseClusterLock.
+var staleLock *os.File
+
+// tryClusterLock takes the cluster lock if it is free at once (in this
+// process and machine-wide), for removeStaleDirs; releaseClusterLock gives
+// it back.
+func tryClusterLock() bool {
+	if !processLock.TryLock() {
+		return false
+	}
+	f, err := os.OpenFile(clusterLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		processLock.Unlock()
+		return false
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		processLock.Unlock()
+		return false
+	}
+	staleLock = f
+	return true
+}
+
+// releaseClusterLock releases what tryClusterLock took.
+func releaseClusterLock() {
+	if staleLock != nil {
+		staleLock.Close()
+		staleLock = nil
+		processLock.Unlock()
+	}
+}
+
 func (n *node) releaseLock() {
 	if n.lock != nil {
 		n.lock.Close() // releases the flock

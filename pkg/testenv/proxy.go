@@ -97,6 +97,9 @@ func (n *node) claimNetwork(ctx context.Context, progress io.Writer) error {
 		}
 		n.lock = lock
 	}
+	// Under the lock, killed nodes' leftovers can go without racing another
+	// environment for a bridge name.
+	removeStaleDirs(true)
 	removeOrphanBridges()
 	if err := n.pickNetwork(); err != nil {
 		return err
