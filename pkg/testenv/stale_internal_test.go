@@ -19,6 +19,17 @@ func TestStaleNodesAreCleanedOnlyUnderTheClusterLock(t *testing.T) {
 	if err := preflight(); err != nil {
 		SkipOrFail(t, err)
 	}
+	// Hold the cluster lock, as a starting cluster-mode environment does,
+	// before the stale directory exists: no other binary's lock holder can
+	// clean it meanwhile.
+	lock, err := acquireClusterLock(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		lock.Close()
+		processLock.Unlock()
+	})
 	// A pid that is dead: a process that has exited.
 	done := exec.Command("true")
 	if err := done.Run(); err != nil {
@@ -45,29 +56,17 @@ func TestStaleNodesAreCleanedOnlyUnderTheClusterLock(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "delete", bridge).Run() })
 	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
 
-	// Someone holds the cluster lock (here: this test, as a starting
-	// cluster-mode environment would).
-	lock, err := acquireClusterLock(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Any Start (here a control-plane one) while the lock is held leaves the
+	// node directory and the bridge of its name alone.
 	removeStaleDirs(false)
 	if !exists(dir) || !exists(filepath.Join("/sys/class/net", bridge)) {
 		t.Fatalf("a Start without the cluster lock cleaned a node directory (dir there: %v, bridge there: %v)",
 			exists(dir), exists(filepath.Join("/sys/class/net", bridge)))
 	}
-	lock.Close()
-	processLock.Unlock()
-
-	// With the lock free, the next Start cleans it.
-	removeStaleDirs(false)
+	// The lock holder cleans it (claimNetwork does this once it has the lock).
+	removeStaleDirs(true)
 	if exists(dir) || exists(filepath.Join("/sys/class/net", bridge)) {
-		t.Errorf("with the cluster lock free, the stale node was not cleaned (dir there: %v, bridge there: %v)",
+		t.Errorf("the lock holder did not clean the stale node (dir there: %v, bridge there: %v)",
 			exists(dir), exists(filepath.Join("/sys/class/net", bridge)))
 	}
-	// The lock is free again afterwards.
-	if !tryClusterLock() {
-		t.Fatal("removeStaleDirs kept the cluster lock")
-	}
-	releaseClusterLock()
 }
