@@ -40,9 +40,19 @@ type hostState struct {
 	procs   map[string]bool // "pid cmdline" of processes tied to a node
 	mounts  map[string]bool // mount points
 	netns   map[string]bool // entries of /run/netns
-	links   map[string]bool // network interfaces
+	links   map[string]bool // network interfaces, "name@ifindex" (another environment may reuse a name)
 	cgroups map[string]bool // cgroup directories, two levels deep
 	sockets map[string]bool // containerd shim sockets in /run/containerd/s
+}
+
+// hasLink reports whether the state has a network interface named name.
+func hasLink(s hostState, name string) bool {
+	for l := range s.links {
+		if n, _, _ := strings.Cut(l, "@"); n == name {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshot reads the host state. Processes count when their command line
@@ -93,7 +103,8 @@ func snapshot(t *testing.T, dir string) hostState {
 	}
 	links, _ := os.ReadDir("/sys/class/net")
 	for _, e := range links {
-		s.links[e.Name()] = true
+		index, _ := os.ReadFile(filepath.Join("/sys/class/net", e.Name(), "ifindex"))
+		s.links[e.Name()+"@"+strings.TrimSpace(string(index))] = true
 	}
 	for _, root := range cgroupRoots {
 		level1, _ := os.ReadDir(root)
@@ -338,8 +349,8 @@ func TestNodeOfAKilledTestBinaryIsCleanedByTheNextStart(t *testing.T) {
 	if len(before.sockets) == 0 {
 		t.Fatal("the child's shims have no sockets in /run/containerd/s")
 	}
-	if len(before.procs) < 5 || !before.links[string(bridge)] {
-		t.Fatalf("child node not running: procs %q, bridge %s present %v", added(nil, before.procs), bridge, before.links[string(bridge)])
+	if len(before.procs) < 5 || !hasLink(before, string(bridge)) {
+		t.Fatalf("child node not running: procs %q, bridge %s present %v", added(nil, before.procs), bridge, hasLink(before, string(bridge)))
 	}
 	// SIGKILL: no Stop runs. The kubelet, containerd and the control plane
 	// die with the binary (Pdeathsig); the shims and containers do not.
