@@ -45,6 +45,15 @@ prometheus: ## Build the Prometheus server the e2e tests and the demo run (hack/
 images: prereqs ## Build the test and demo images (pause, echo, jmx agent, JVM, shell-less JVM, memcached) without Docker.
 	$(GO) run ./hack/images
 
+# The image `make image` builds and tags (the manifests' and the CRD's default agent image).
+IMAGE  ?= ghcr.io/handlerkit/jmx-agent:v0.1.0
+DOCKER ?= docker
+
+.PHONY: image
+image: ## Build the operator and agent image from the Dockerfile (needs a Docker engine; `make images` builds the same layout without one).
+	@$(DOCKER) info >/dev/null 2>&1 || { echo "make image: no Docker engine answers '$(DOCKER) info'; start one, or build the same image without Docker: make images" >&2; exit 1; }
+	$(DOCKER) build -t $(IMAGE) .
+
 .PHONY: test
 test: prereqs controlplane node prometheus images ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
 	# test/monitoring is a module of its own (Prometheus Operator's config generation, Prometheus' PromQL
