@@ -49,8 +49,11 @@ const (
 
 // operatorRequests are the requests the operator makes, read from its code
 // (each names the code that makes it): in every namespace it serves, and in
-// its own. Informers list and watch; query and action read past the cache
-// (get) while it is not synced for the namespace.
+// its own. Informers list and watch (client-go streams the initial list over
+// the watch where the server can, and lists where it cannot); query and
+// action read past the cache (get) while it is not synced for the namespace.
+// TestOperatorMakesOnlyTheListedRequests records a run of the operator and
+// checks that every request it made is listed here.
 var operatorRequests = []request{
 	{served, "list", jmxGroup, exporters, "", "pkg/operator Setup: the exporters watch"},
 	{served, "watch", jmxGroup, exporters, "", "pkg/operator Setup: the exporters watch"},
