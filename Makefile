@@ -45,11 +45,22 @@ prometheus: ## Build the Prometheus server the e2e tests and the demo run (hack/
 images: prereqs ## Build the test and demo images (pause, echo, jmx agent, JVM, shell-less JVM, memcached) without Docker.
 	$(GO) run ./hack/images
 
+# The image `make image` builds and tags (the manifests' and the CRD's default agent image).
+IMAGE  ?= ghcr.io/handlerkit/jmx-agent:v0.1.0
+DOCKER ?= docker
+
+.PHONY: image
+image: ## Build the operator and agent image from the Dockerfile (needs a Docker engine; `make images` builds the same layout without one).
+	@$(DOCKER) info >/dev/null 2>&1 || { echo "make image: no Docker engine answers '$(DOCKER) info'; start one, or build the same image without Docker: make images" >&2; exit 1; }
+	$(DOCKER) build -t $(IMAGE) .
+
 .PHONY: test
 test: prereqs controlplane node prometheus images ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
 	# test/monitoring is a module of its own (Prometheus Operator's config generation, Prometheus' PromQL
 	# parser): its tests, and a build of the commands test/e2e runs, so that the e2e tests find them compiled.
 	cd test/monitoring && $(GO) build -trimpath ./... && $(GO) test $(TESTFLAGS) ./...
+	# test/helm is a module of its own (the Helm library renders the chart for test/deploy).
+	cd test/helm && $(GO) build -trimpath ./... && $(GO) test $(TESTFLAGS) ./...
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	# bench/ is a module of its own, which ./... does not enter.
 	cd bench && $(GO) test $(TESTFLAGS) ./...

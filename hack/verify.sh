@@ -13,13 +13,14 @@ fi
 
 echo "verify: go vet"
 go vet ./...
-# bench/ and test/monitoring/ are modules of their own (controller-runtime,
-# Prometheus Operator and Prometheus stay out of ours).
+# bench/, test/monitoring/ and test/helm/ are modules of their own
+# (controller-runtime, Prometheus Operator, Prometheus and Helm stay out of ours).
 (cd bench && go vet ./...)
 (cd test/monitoring && go vet ./...)
+(cd test/helm && go vet ./...)
 
 echo "verify: go mod tidy"
-for dir in . bench test/monitoring $(dirname hack/*/go.mod); do
+for dir in . bench test/monitoring test/helm $(dirname hack/*/go.mod); do
   tmp=$(mktemp -d)
   cp "$dir/go.mod" "$dir/go.sum" "$tmp/"
   (cd "$dir" && go mod tidy)

@@ -120,8 +120,10 @@ func Build(dir string) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, got...)
 	}
 	for _, o := range objs {
-		if k.Namespace != "" && namespaced(o) {
-			o.SetNamespace(k.Namespace)
+		if k.Namespace != "" {
+			if namespaced(o) {
+				o.SetNamespace(k.Namespace)
+			}
 			setSubjectNamespaces(o, k.Namespace)
 		}
 		for _, img := range k.Images {
@@ -138,7 +140,10 @@ var clusterScoped = map[string]bool{"CustomResourceDefinition": true, "ClusterRo
 func namespaced(o *unstructured.Unstructured) bool { return !clusterScoped[o.GetKind()] }
 
 // setSubjectNamespaces points a binding's ServiceAccount subjects at ns, as
-// kustomize does.
+// kustomize does: every one of a RoleBinding's, and those of a
+// ClusterRoleBinding that name no namespace (kustomize leaves a
+// ClusterRoleBinding subject's explicit namespace alone, also from an
+// overlay, so deploy/ gives them none).
 func setSubjectNamespaces(o *unstructured.Unstructured, ns string) {
 	if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
 		return
@@ -148,7 +153,11 @@ func setSubjectNamespaces(o *unstructured.Unstructured, ns string) {
 		return
 	}
 	for _, s := range subjects {
-		if m, ok := s.(map[string]any); ok && m["kind"] == "ServiceAccount" {
+		m, ok := s.(map[string]any)
+		if !ok || m["kind"] != "ServiceAccount" {
+			continue
+		}
+		if _, named := m["namespace"]; o.GetKind() == "RoleBinding" || !named {
 			m["namespace"] = ns
 		}
 	}
@@ -213,6 +222,18 @@ func NewApplier(cfg *rest.Config) (*Applier, error) {
 // A kind the server does not know yet (a CRD applied just before) is looked
 // up again after a discovery reset.
 func (a *Applier) Apply(ctx context.Context, defaultNamespace string, objs ...*unstructured.Unstructured) error {
+	return a.apply(ctx, defaultNamespace, nil, objs)
+}
+
+// DryRun is Apply with a server-side dry run (`kubectl apply --server-side
+// --dry-run=server`): the server validates, defaults and admits every object,
+// and stores none. Objects of a kind the server does not serve yet (a CRD
+// in the same list) fail; dry-run the CRD and apply it first.
+func (a *Applier) DryRun(ctx context.Context, defaultNamespace string, objs ...*unstructured.Unstructured) error {
+	return a.apply(ctx, defaultNamespace, []string{metav1.DryRunAll}, objs)
+}
+
+func (a *Applier) apply(ctx context.Context, defaultNamespace string, dryRun []string, objs []*unstructured.Unstructured) error {
 	for _, o := range objs {
 		ri, err := a.resource(o, defaultNamespace)
 		if err != nil {
@@ -223,7 +244,7 @@ func (a *Applier) Apply(ctx context.Context, defaultNamespace string, objs ...*u
 			return err
 		}
 		if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data,
-			metav1.PatchOptions{FieldManager: FieldManager, Force: ptrTrue()}); err != nil {
+			metav1.PatchOptions{FieldManager: FieldManager, Force: ptrTrue(), DryRun: dryRun}); err != nil {
 			return fmt.Errorf("apply %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 	}

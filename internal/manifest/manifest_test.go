@@ -73,3 +73,42 @@ spec:
 		t.Error("a document without kind was accepted")
 	}
 }
+
+// TestBuildSetsClusterRoleBindingSubjectsAsKustomizeDoes: kustomize's
+// namespace reaches a ClusterRoleBinding's ServiceAccount subject only when
+// it names no namespace (an explicit one is left alone, also from an overlay).
+func TestBuildSetsClusterRoleBindingSubjectsAsKustomizeDoes(t *testing.T) {
+	objs, err := Build(filepath.Join("..", "..", "deploy", "operator", "cluster-wide"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		n++
+		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+		if ns := subjects[0].(map[string]any)["namespace"]; ns != "handlerkit-system" {
+			t.Errorf("%s: subject namespace %v, want handlerkit-system", o.GetName(), ns)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no ClusterRoleBinding in deploy/operator/cluster-wide")
+	}
+	explicit, err := Decode([]byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: b}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: r}
+subjects:
+- {kind: ServiceAccount, name: sa, namespace: kept}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	setSubjectNamespaces(explicit[0], "other")
+	subjects, _, _ := unstructured.NestedSlice(explicit[0].Object, "subjects")
+	if ns := subjects[0].(map[string]any)["namespace"]; ns != "kept" {
+		t.Errorf("an explicit ClusterRoleBinding subject namespace became %v", ns)
+	}
+}

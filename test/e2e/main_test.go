@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -247,14 +248,19 @@ func withReplicas(n int32) operatorSetup {
 	return func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(n) }
 }
 
-// deployOperator applies deploy/operator/rbac.yaml and operator.yaml in ns, as
-// a cluster admin would, and waits until a replica is ready. The operator
-// then watches ns with its own ServiceAccount.
+// rbacFiles are the operator's RBAC manifests in deploy/operator: the
+// served namespace's and home namespace's Roles, and each strategy's.
+var rbacFiles = []string{"deploy/operator/rbac.yaml",
+	"deploy/operator/rbac-ephemeralcontainer.yaml", "deploy/operator/rbac-exec.yaml"}
+
+// deployOperator applies deploy/operator's RBAC files and operator.yaml in
+// ns, as a cluster admin would, and waits until a replica is ready. The
+// operator then watches ns with its own ServiceAccount.
 func deployOperator(t testing.TB, ns string, setups ...operatorSetup) *appsv1.Deployment {
 	t.Helper()
 	ctx := t.Context()
 	var dep *appsv1.Deployment
-	for _, rel := range []string{"deploy/operator/rbac.yaml", "deploy/operator/operator.yaml"} {
+	for _, rel := range append(slices.Clone(rbacFiles), "deploy/operator/operator.yaml") {
 		for _, obj := range decodeManifests(t, rel) {
 			var err error
 			switch o := obj.(type) {

@@ -1,0 +1,283 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/handlerkit/handlerkit/internal/manifest"
+)
+
+const chartDir = "charts/prometheus-jmx-exporter-operator"
+
+// helmRender is test/helm's helm-render, built once per test binary: test/helm
+// is a module of its own, so that Helm never enters handlerkit's go.mod.
+var helmRender struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// renderChart renders the chart for release prometheus-jmx-exporter-operator
+// in namespace with values (YAML) over the chart's, the way `helm template
+// --include-crds` does. It returns the objects, or the render's error.
+func renderChart(t *testing.T, namespace, values string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	helmRender.once.Do(func() {
+		dir, err := os.MkdirTemp("", "handlerkit-helm-render-")
+		if err != nil {
+			helmRender.err = err
+			return
+		}
+		helmRender.path = filepath.Join(dir, "helm-render")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", helmRender.path, "./cmd/helm-render")
+		cmd.Dir = filepath.Join(repo, "test", "helm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			helmRender.err = fmt.Errorf("building test/helm's helm-render: %v\n%s", err, out)
+		}
+	})
+	if helmRender.err != nil {
+		t.Fatal(helmRender.err)
+	}
+	vals := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(vals, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(helmRender.path, "-chart", filepath.Join(repo, chartDir), "-namespace", namespace, "-values", vals)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%v: %s", err, stderr.String())
+	}
+	objs, err := manifest.Decode(stdout.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs, nil
+}
+
+// kindOrder is the order objects are applied in, as Helm installs them.
+var kindOrder = []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "Deployment"}
+
+// rulesOf returns the rules of the Roles or ClusterRoles in objs, by
+// namespace/name.
+func rulesOf(t *testing.T, objs []*unstructured.Unstructured, kind string) map[string][]rbacv1.PolicyRule {
+	t.Helper()
+	out := map[string][]rbacv1.PolicyRule{}
+	for _, o := range objs {
+		if o.GetKind() != kind {
+			continue
+		}
+		var r rbacv1.Role
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
+			t.Fatal(err)
+		}
+		out[path(o.GetNamespace(), r.Name)] = r.Rules
+	}
+	return out
+}
+
+func path(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+func deploymentOf(t *testing.T, objs []*unstructured.Unstructured) *appsv1.Deployment {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+				t.Fatal(err)
+			}
+			return &d
+		}
+	}
+	t.Fatal("no Deployment")
+	return nil
+}
+
+// withoutRules returns rules less those on resource.
+func withoutRules(rules []rbacv1.PolicyRule, resources ...string) []rbacv1.PolicyRule {
+	return slices.DeleteFunc(slices.Clone(rules), func(r rbacv1.PolicyRule) bool {
+		return slices.ContainsFunc(r.Resources, func(res string) bool { return slices.Contains(resources, res) })
+	})
+}
+
+// TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer renders the chart
+// with the Helm library for each choice its values offer, checks that its
+// RBAC is deploy/operator's (which TestRBACIsExactlyWhatTheOperatorRequests
+// proves) less exactly the rules of what is switched off, that its
+// Deployment passes the same hardening checks, and applies the output to
+// the API server with a server-side dry run and then for real.
+func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
+	env := cluster.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a, err := manifest.NewApplier(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"helm-default", "helm-list", "helm-a", "helm-b", "helm-all", "helm-exec", "helm-ephemeral", "helm-minimal"} {
+		_, err := env.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	const op = "prometheus-jmx-exporter-operator"
+	deployRoles := roles(t, "deploy/operator", "Role")
+	served := deployRoles[op].Rules
+	homeRules := deployRoles[op+"-home"].Rules
+	ephemeral := deployRoles[op+"-ephemeralcontainer"].Rules
+	execRules := deployRoles[op+"-exec"].Rules
+
+	cases := []struct {
+		name, namespace, values string
+		roles, clusterRoles     map[string][]rbacv1.PolicyRule
+		watch                   string // WATCH_NAMESPACE; "fieldRef": the pod's namespace
+		args                    []string
+	}{{
+		name: "defaults: the release namespace", namespace: "helm-default",
+		roles: map[string][]rbacv1.PolicyRule{
+			"helm-default/" + op: served, "helm-default/" + op + "-ephemeralcontainer": ephemeral,
+			"helm-default/" + op + "-exec": execRules, "helm-default/" + op + "-home": homeRules},
+		watch: "fieldRef",
+		args: []string{"--leader-election=lease", "--strategies=EphemeralContainer,Exec", "--default-strategy=EphemeralContainer",
+			"--pod-monitors=true", "--metrics-service=every-replica"},
+	}, {
+		name: "several namespaces", namespace: "helm-list", values: "watchNamespaces: [helm-a, helm-b]\n",
+		roles: map[string][]rbacv1.PolicyRule{
+			"helm-a/" + op: served, "helm-a/" + op + "-ephemeralcontainer": ephemeral, "helm-a/" + op + "-exec": execRules,
+			"helm-b/" + op: served, "helm-b/" + op + "-ephemeralcontainer": ephemeral, "helm-b/" + op + "-exec": execRules,
+			"helm-list/" + op + "-home": homeRules},
+		watch: "helm-a,helm-b",
+	}, {
+		name: "every namespace", namespace: "helm-all", values: "watchAllNamespaces: true\n",
+		roles: map[string][]rbacv1.PolicyRule{"helm-all/" + op + "-home": homeRules},
+		clusterRoles: map[string][]rbacv1.PolicyRule{
+			op: roles(t, "deploy/operator/cluster-wide", "ClusterRole")[op].Rules, op + "-ephemeralcontainer": ephemeral, op + "-exec": execRules},
+		watch: "",
+	}, {
+		name: "Exec only", namespace: "helm-exec", values: "strategies: {ephemeralContainer: false}\n",
+		roles: map[string][]rbacv1.PolicyRule{
+			"helm-exec/" + op: served, "helm-exec/" + op + "-exec": execRules, "helm-exec/" + op + "-home": homeRules},
+		watch: "fieldRef",
+		args:  []string{"--strategies=Exec", "--default-strategy=Exec"},
+	}, {
+		name: "EphemeralContainer only", namespace: "helm-ephemeral", values: "strategies: {exec: false}\n",
+		roles: map[string][]rbacv1.PolicyRule{
+			"helm-ephemeral/" + op: served, "helm-ephemeral/" + op + "-ephemeralcontainer": ephemeral,
+			"helm-ephemeral/" + op + "-home": homeRules},
+		watch: "fieldRef",
+		args:  []string{"--strategies=EphemeralContainer", "--default-strategy=EphemeralContainer"},
+	}, {
+		name: "for-life, no PodMonitors, no metrics Service", namespace: "helm-minimal",
+		values: "leaderElection: for-life\npodMonitors: false\nmetricsService: none\nstrategies: {exec: false}\n",
+		roles: map[string][]rbacv1.PolicyRule{
+			"helm-minimal/" + op:                         withoutRules(served, "podmonitors", "prometheusjmxexporters/finalizers"),
+			"helm-minimal/" + op + "-ephemeralcontainer": ephemeral,
+			"helm-minimal/" + op + "-home": {
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "watch", "create", "delete"}},
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}}}},
+		watch: "fieldRef",
+		args:  []string{"--leader-election=for-life", "--pod-monitors=false", "--metrics-service=none"},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			objs, err := renderChart(t, c.namespace, c.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rulesOf(t, objs, "Role"); !reflect.DeepEqual(got, c.roles) {
+				t.Errorf("Roles\n%v\nwant\n%v", got, c.roles)
+			}
+			if got := rulesOf(t, objs, "ClusterRole"); !reflect.DeepEqual(got, c.clusterRoles) && len(got)+len(c.clusterRoles) > 0 {
+				t.Errorf("ClusterRoles\n%v\nwant\n%v", got, c.clusterRoles)
+			}
+			d := deploymentOf(t, objs)
+			checkOperatorDeployment(t, d)
+			watch := envVar(t, d, "WATCH_NAMESPACE")
+			switch {
+			case c.watch == "fieldRef" && (watch.ValueFrom == nil || watch.ValueFrom.FieldRef.FieldPath != "metadata.namespace"):
+				t.Errorf("WATCH_NAMESPACE %+v, want the pod's namespace", watch)
+			case c.watch != "fieldRef" && (watch.ValueFrom != nil || watch.Value != c.watch):
+				t.Errorf("WATCH_NAMESPACE %+v, want %q", watch, c.watch)
+			}
+			for _, arg := range c.args {
+				if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, arg) {
+					t.Errorf("args %v lack %s", d.Spec.Template.Spec.Containers[0].Args, arg)
+				}
+			}
+			for _, o := range objs {
+				if !slices.Contains(kindOrder, o.GetKind()) {
+					t.Errorf("unexpected %s %s", o.GetKind(), o.GetName())
+				}
+			}
+			slices.SortStableFunc(objs, func(x, y *unstructured.Unstructured) int {
+				return slices.Index(kindOrder, x.GetKind()) - slices.Index(kindOrder, y.GetKind())
+			})
+			if err := a.DryRun(ctx, c.namespace, objs...); err != nil {
+				t.Fatalf("server-side dry run: %v", err)
+			}
+			if err := a.Apply(ctx, c.namespace, objs...); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			if left, err := a.Missing(ctx, c.namespace, objs...); err != nil || len(left) != 0 {
+				t.Fatalf("after apply %d objects are missing (%v)", len(left), err)
+			}
+		})
+	}
+}
+
+// TestHelmChartRefusesValuesThatCannotWork: the render fails, saying why,
+// rather than installing an operator that cannot run.
+func TestHelmChartRefusesValuesThatCannotWork(t *testing.T) {
+	for values, why := range map[string]string{
+		"leaderElection: none\n": "exactly one replica",
+		"leaderElection: none\nreplicas: 1\nmetricsService: leader\n": "needs leader election",
+		"strategies: {exec: false, ephemeralContainer: false}\n":      "at least one",
+		"leaderElection: sometimes\n":                                 "lease, for-life or none",
+	} {
+		if _, err := renderChart(t, "default", values); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("values %q: render error %v, want one saying %q", values, err, why)
+		}
+	}
+	if _, err := renderChart(t, "default", "leaderElection: none\nreplicas: 1\n"); err != nil {
+		t.Errorf("one replica without election: %v", err)
+	}
+}
+
+// TestHelmChartCRDIsDeploys keeps the chart's CRD the generated one.
+func TestHelmChartCRDIsDeploys(t *testing.T) {
+	const crd = "jmx.handlerkit.dev_prometheusjmxexporters.yaml"
+	want, err := os.ReadFile(filepath.Join(repo, "deploy", "crds", crd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(repo, chartDir, "crds", crd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s/crds/%s differs from deploy/crds/%s: copy it after hack/update-codegen.sh", chartDir, crd, crd)
+	}
+}

@@ -1,0 +1,43 @@
+// Package deploy tests the manifests under deploy/ against a real API server
+// (pkg/testenv's control plane, no node): that every one applies, with a
+// server-side dry run and then for real, that the operator's RBAC is exactly
+// the requests its code makes, and that the Deployment is hardened.
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/handlerkit/handlerkit/internal/manifest"
+	"github.com/handlerkit/handlerkit/pkg/testenv"
+)
+
+var cluster testenv.Shared
+
+func TestMain(m *testing.M) { os.Exit(cluster.Main(m)) }
+
+// repo is the repository root, relative to this package.
+const repo = "../.."
+
+// build is manifest.Build of a kustomization under the repository root.
+func build(t testing.TB, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := manifest.Build(filepath.Join(repo, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// read is manifest.ReadFile of a file under the repository root.
+func read(t testing.TB, file string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := manifest.ReadFile(filepath.Join(repo, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
