@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"sync"
 	"unique"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,10 +31,11 @@ const maxDepth = 256
 // a typed API object or an *unstructured.Unstructured.
 //
 // Only a string is ever replaced, and only by an equal one, so obj is
-// semantically unchanged at every step. Maps with string keys are rebuilt
-// (a key cannot be replaced in place), each as a new map of obj's own:
-// nothing but strings, which are immutable, ends up shared between
-// objects, so a handler may modify its copy of one object freely.
+// semantically unchanged at every step. Maps are changed in place (a map
+// key is replaced by setting the key again), so nothing but strings, which
+// are immutable, ends up shared between objects: a handler may modify its
+// copy of one object freely. Nothing is allocated but what the canonical
+// table needs for a string it has not seen.
 //
 // Strings that are unique to one object by definition (metadata.name, uid
 // and resourceVersion) are left alone: interning a string that is never
@@ -53,20 +55,16 @@ func Strings(obj any) (err error) {
 	switch o := obj.(type) {
 	case nil:
 	case *unstructured.Unstructured:
-		if o != nil && o.Object != nil {
-			o.Object = object(o.Object)
+		if o != nil {
+			object(o.Object)
 		}
 	case *unstructured.UnstructuredList:
 		if o == nil {
 			return nil
 		}
-		if o.Object != nil {
-			o.Object = object(o.Object)
-		}
+		object(o.Object)
 		for i := range o.Items {
-			if o.Items[i].Object != nil {
-				o.Items[i].Object = object(o.Items[i].Object)
-			}
+			object(o.Items[i].Object)
 		}
 	default:
 		v := reflect.ValueOf(obj)
@@ -87,61 +85,82 @@ func str(s string) string {
 // make it fail.
 var canonical = func(s string) string { return unique.Make(s).Value() }
 
-// object interns an unstructured object: its keys and values, except the
-// values of metadata's unique fields.
-func object(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
+// object interns an unstructured object in place: its keys and values,
+// except the values of metadata's unique fields.
+func object(m map[string]any) {
 	for k, v := range m {
 		if md, ok := v.(map[string]any); ok && k == "metadata" {
-			out[str(k)] = metadata(md)
+			metadata(md)
+			setKey(m, k, v)
 			continue
 		}
-		out[str(k)] = jsonValue(v, 1)
+		setJSON(m, k, v, 1)
 	}
-	return out
 }
 
-// metadata interns an unstructured object's metadata but for the values
-// of uniqueMeta.
-func metadata(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
+// metadata interns an unstructured object's metadata in place but for the
+// values of uniqueMeta.
+func metadata(m map[string]any) {
 	for k, v := range m {
 		if _, skip := uniqueMeta[k]; skip {
-			out[str(k)] = v
+			setKey(m, k, v)
 			continue
 		}
-		out[str(k)] = jsonValue(v, 2)
+		setJSON(m, k, v, 2)
 	}
-	return out
 }
 
 // uniqueMeta names the metadata fields that differ in every object, by
 // their JSON name and by their Go name in metav1.ObjectMeta.
 var uniqueMeta = map[string]string{"name": "Name", "uid": "UID", "resourceVersion": "ResourceVersion"}
 
-// jsonValue interns a value of an unstructured object and returns it:
-// strings are replaced, maps rebuilt, slices changed in place.
-func jsonValue(v any, depth int) any {
+// setKey replaces m's key k, which holds v, by its canonical copy. Setting
+// an existing key of a Go map stores the key given (the runtime updates
+// string keys, whose memory may differ), so keys are interned in place,
+// without a new map; were that ever not so, the key would merely stay as
+// it was.
+func setKey[K ~string, V any](m map[K]V, k K, v V) {
+	if c := K(str(string(k))); !same(string(c), string(k)) {
+		m[c] = v
+	}
+}
+
+// setJSON interns the entry k: v of an unstructured map in place.
+func setJSON(m map[string]any, k string, v any, depth int) {
+	nv, changed := jsonValue(v, depth)
+	if c := str(k); changed || !same(c, k) {
+		m[c] = nv
+	}
+}
+
+// jsonValue interns a value of an unstructured object in place and returns
+// it, with whether it is a new value to store: a string is replaced by its
+// canonical copy, maps and slices are changed in place.
+func jsonValue(v any, depth int) (any, bool) {
 	if depth > maxDepth {
-		return v
+		return v, false
 	}
 	switch t := v.(type) {
 	case string:
-		return str(t)
+		if c := str(t); !same(c, t) {
+			return c, true
+		}
 	case map[string]any:
-		out := make(map[string]any, len(t))
 		for k, e := range t {
-			out[str(k)] = jsonValue(e, depth+1)
+			setJSON(t, k, e, depth+1)
 		}
-		return out
 	case []any:
-		for i := range t {
-			t[i] = jsonValue(t[i], depth+1)
+		for i, e := range t {
+			if nv, changed := jsonValue(e, depth+1); changed {
+				t[i] = nv
+			}
 		}
-		return t
 	}
-	return v
+	return v, false
 }
+
+// same reports whether a and b share their memory.
+func same(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 
 // plan says how to walk a value of one type: only the parts that can hold
 // strings are visited. Plans are built once per type and shared.
@@ -230,7 +249,9 @@ func (p *plan) walk(v reflect.Value, depth int) {
 	switch p.kind {
 	case reflect.String:
 		if v.Len() > 0 && v.CanSet() {
-			v.SetString(str(v.String()))
+			if s, c := v.String(), str(v.String()); !same(c, s) {
+				v.SetString(c)
+			}
 		}
 	case reflect.Pointer:
 		if !v.IsNil() {
@@ -275,7 +296,9 @@ func walkInterface(v reflect.Value, depth int) {
 	}
 	switch t := e.Interface().(type) {
 	case string, map[string]any, []any:
-		v.Set(reflect.ValueOf(jsonValue(t, depth+1)))
+		if nv, changed := jsonValue(t, depth+1); changed {
+			v.Set(reflect.ValueOf(nv))
+		}
 		return
 	}
 	p := planOf(e.Type())
@@ -288,56 +311,37 @@ func walkInterface(v reflect.Value, depth int) {
 	v.Set(c)
 }
 
-// walkMap interns a map's keys and values. A map with string keys is
-// rebuilt, as Go keeps a key's first copy when it is set again.
+// walkMap interns a map's keys and values in place (see setKey).
 func (p *plan) walkMap(v reflect.Value, depth int) {
-	if v.IsNil() || v.Len() == 0 || !v.CanSet() {
+	if v.IsNil() || v.Len() == 0 {
 		return
 	}
 	switch p.typ {
 	case stringMap:
 		m := v.Interface().(map[string]string)
-		out := make(map[string]string, len(m))
 		for k, e := range m {
-			out[str(k)] = str(e)
+			if ck, ce := str(k), str(e); !same(ck, k) || !same(ce, e) {
+				m[ck] = ce
+			}
 		}
-		v.Set(reflect.ValueOf(out))
 		return
 	case jsonMap:
-		v.Set(reflect.ValueOf(jsonValue(v.Interface(), depth)))
+		jsonValue(v.Interface(), depth)
 		return
 	}
 	// One key and one value, reused: SetIterKey, SetIterValue and
 	// SetMapIndex copy them, where the iterator's Key and Value would
 	// allocate.
-	var key, val reflect.Value
-	value := func(it *reflect.MapIter) reflect.Value {
-		if p.elem == nil {
-			return it.Value()
-		}
-		if !val.IsValid() {
-			val = reflect.New(p.typ.Elem()).Elem()
+	key, val := reflect.New(p.typ.Key()).Elem(), reflect.New(p.typ.Elem()).Elem()
+	for it := v.MapRange(); it.Next(); {
+		key.SetIterKey(it)
+		if p.stringKeys {
+			key.SetString(str(key.String()))
 		}
 		val.SetIterValue(it)
 		p.elem.walk(val, depth+1)
-		return val
+		v.SetMapIndex(key, val)
 	}
-	if !p.stringKeys {
-		key = reflect.New(p.typ.Key()).Elem()
-		for it := v.MapRange(); it.Next(); {
-			key.SetIterKey(it)
-			v.SetMapIndex(key, value(it))
-		}
-		return
-	}
-	out := reflect.MakeMapWithSize(p.typ, v.Len())
-	key = reflect.New(p.typ.Key()).Elem()
-	for it := v.MapRange(); it.Next(); {
-		key.SetIterKey(it)
-		key.SetString(str(key.String()))
-		out.SetMapIndex(key, value(it))
-	}
-	v.Set(out)
 }
 
 var (
