@@ -17,9 +17,11 @@ import (
 // sameMemory reports whether a and b share their backing array.
 func sameMemory(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 
-// handledPair runs a watch until objects "one" and "two" are handled and
-// returns what the handler got for each: deep copies of the cached
-// objects, which hold the cached strings.
+// handledPair runs a watch until objects "first", "one" and "two" are
+// handled and returns what the handler got for "one" and "two": deep
+// copies of the cached objects, which hold the cached strings. "first" is
+// the first holder of the namespace's name, which keeps its own copy of
+// the strings no object held before it.
 func handledPair(t *testing.T, f *fixture, apiVersion, kind string, create func(name string), opts ...sdk.WatchOption) (one, two runtime.Object) {
 	t.Helper()
 	rec := &recorder{}
@@ -27,10 +29,11 @@ func handledPair(t *testing.T, f *fixture, apiVersion, kind string, create func(
 		t.Fatal(err)
 	}
 	f.op.Handle(rec)
-	create("one") // listed at start
+	create("first") // listed at start
 	f.start(t)
-	create("two") // watched
-	for _, name := range []string{"one", "two"} {
+	create("one") // watched
+	create("two")
+	for _, name := range []string{"first", "one", "two"} {
 		eventually(t, 10*time.Second, name+" handled", func() bool { return len(rec.find(name, nil)) > 0 })
 	}
 	return rec.find("one", nil)[0].Object, rec.find("two", nil)[0].Object

@@ -7,17 +7,29 @@
 // It uses the standard library's unique package, which holds its canonical
 // strings through weak pointers: a string that no object uses any more is
 // collected like any other.
+//
+// A canonical string costs its table some 300 bytes (the entry, a weak
+// handle, the runtime's records of both), which only pays when other
+// objects share it. So a string is interned only once it has been seen in
+// two objects (told apart by their uid); a string seen in one object only,
+// however often it is updated (a Pod's IP, a container ID), keeps the
+// memory it was decoded into. What was seen where is remembered in a fixed
+// table of hashes (sightings), which may forget: a string it forgot is
+// merely interned a sighting later.
 package intern
 
 import (
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"unique"
 	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // maxDepth bounds the walk. API objects are trees, so it never cuts one
@@ -27,21 +39,20 @@ const maxDepth = 256
 
 // Strings replaces, in place, the strings reachable from obj through
 // exported fields, pointers, slices, arrays, maps (string keys included)
-// and interfaces by canonical copies of themselves. obj is usually a pointer to
-// a typed API object or an *unstructured.Unstructured.
+// and interfaces by canonical copies of themselves. obj is usually a
+// pointer to a typed API object or an *unstructured.Unstructured.
 //
 // Only a string is ever replaced, and only by an equal one, so obj is
 // semantically unchanged at every step. Maps are changed in place (a map
-// key is replaced by setting the key again), so nothing but strings, which
-// are immutable, ends up shared between objects: a handler may modify its
-// copy of one object freely. Nothing is allocated but what the canonical
-// table needs for a string it has not seen.
+// key is replaced by setting the key again), never rebuilt, so nothing but
+// strings, which are immutable, ends up shared between objects: a handler
+// may modify its copy of one object freely.
 //
-// Strings that are unique to one object by definition (metadata.name, uid
-// and resourceVersion) are left alone: interning a string that is never
-// repeated would cost the canonical table's entry and save nothing.
-// Unexported fields (those of resource.Quantity and time.Time) cannot be
-// set and are skipped.
+// A string is replaced once it has been seen in another object too (see the
+// package doc); metadata.name, uid and resourceVersion, which no other
+// object has, are not even looked at. An object without a uid or a name
+// has all its strings interned. Unexported fields (those of
+// resource.Quantity and time.Time) cannot be set and are skipped.
 //
 // Strings never panics: a panic in the walk is recovered and returned as
 // an error, and obj is left as it was at that point, which is equal to what
@@ -56,29 +67,97 @@ func Strings(obj any) (err error) {
 	case nil:
 	case *unstructured.Unstructured:
 		if o != nil {
-			object(o.Object)
+			w := walker{owner: ownerOf(o)}
+			w.object(o.Object)
 		}
 	case *unstructured.UnstructuredList:
 		if o == nil {
 			return nil
 		}
-		object(o.Object)
+		w := walker{}
+		w.object(o.Object)
 		for i := range o.Items {
-			object(o.Items[i].Object)
+			w := walker{owner: ownerOf(&o.Items[i])}
+			w.object(o.Items[i].Object)
 		}
 	default:
 		v := reflect.ValueOf(obj)
-		planOf(v.Type()).walk(v, 0)
+		if v.Kind() == reflect.Pointer && v.IsNil() {
+			return nil
+		}
+		w := walker{owner: ownerOf(obj)}
+		w.walk(planOf(v.Type()), v, 0)
 	}
 	return nil
 }
 
-// str returns the canonical copy of s.
-func str(s string) string {
-	if s == "" {
+// walker interns the strings of one object.
+type walker struct {
+	// owner tags the object in sightings; 0 interns every string.
+	owner uint32
+}
+
+// ownerOf returns the tag of obj: a hash of its uid, or of its namespace
+// and name, never 0; 0 when obj has neither.
+func ownerOf(obj any) uint32 {
+	o, ok := obj.(interface {
+		GetUID() types.UID
+		GetNamespace() string
+		GetName() string
+	})
+	if !ok {
+		return 0
+	}
+	id := string(o.GetUID())
+	if id == "" && o.GetName() != "" {
+		id = o.GetNamespace() + "/" + o.GetName()
+	}
+	if id == "" {
+		return 0
+	}
+	return uint32(maphash.String(seed, id)) | 1
+}
+
+// str returns the canonical copy of s once s has been seen in two objects,
+// else s.
+func (w walker) str(s string) string {
+	if s == "" || !w.shared(s) {
 		return s
 	}
 	return canonical(s)
+}
+
+// sightings remembers, for a hash of a string, which object it was last
+// seen in: the high 32 bits are the string's tag (the hash's high half),
+// the low 32 the owner's, or 0 once two objects were seen to hold it.
+// 2^15 slots (256 KiB) keep a cache of tens of thousands of objects
+// interned: a string that many objects hold is seen again long before
+// another string takes its slot.
+var sightings [1 << 15]atomic.Uint64
+
+var seed = maphash.MakeSeed()
+
+// shared records a sighting of s in w's object and reports whether s is
+// held by another object too.
+func (w walker) shared(s string) bool {
+	if w.owner == 0 {
+		return true
+	}
+	h := maphash.String(seed, s)
+	slot := &sightings[h%uint64(len(sightings))]
+	tag := h &^ (1<<32 - 1)
+	old := slot.Load()
+	switch {
+	case old&^(1<<32-1) != tag: // first sighting (or forgotten)
+		slot.Store(tag | uint64(w.owner))
+		return false
+	case uint32(old) == 0: // known to be shared
+		return true
+	case uint32(old) == w.owner: // this object again
+		return false
+	}
+	slot.Store(tag) // a second object: shared from now on
+	return true
 }
 
 // canonical is unique's canonical copy of s; a variable so that a test can
@@ -87,26 +166,26 @@ var canonical = func(s string) string { return unique.Make(s).Value() }
 
 // object interns an unstructured object in place: its keys and values,
 // except the values of metadata's unique fields.
-func object(m map[string]any) {
+func (w walker) object(m map[string]any) {
 	for k, v := range m {
 		if md, ok := v.(map[string]any); ok && k == "metadata" {
-			metadata(md)
-			setKey(m, k, v)
+			w.metadata(md)
+			setKey(w, m, k, v)
 			continue
 		}
-		setJSON(m, k, v, 1)
+		w.setJSON(m, k, v, 1)
 	}
 }
 
 // metadata interns an unstructured object's metadata in place but for the
 // values of uniqueMeta.
-func metadata(m map[string]any) {
+func (w walker) metadata(m map[string]any) {
 	for k, v := range m {
 		if _, skip := uniqueMeta[k]; skip {
-			setKey(m, k, v)
+			setKey(w, m, k, v)
 			continue
 		}
-		setJSON(m, k, v, 2)
+		w.setJSON(m, k, v, 2)
 	}
 }
 
@@ -119,16 +198,16 @@ var uniqueMeta = map[string]string{"name": "Name", "uid": "UID", "resourceVersio
 // string keys, whose memory may differ), so keys are interned in place,
 // without a new map; were that ever not so, the key would merely stay as
 // it was.
-func setKey[K ~string, V any](m map[K]V, k K, v V) {
-	if c := K(str(string(k))); !same(string(c), string(k)) {
+func setKey[K ~string, V any](w walker, m map[K]V, k K, v V) {
+	if c := K(w.str(string(k))); !same(string(c), string(k)) {
 		m[c] = v
 	}
 }
 
 // setJSON interns the entry k: v of an unstructured map in place.
-func setJSON(m map[string]any, k string, v any, depth int) {
-	nv, changed := jsonValue(v, depth)
-	if c := str(k); changed || !same(c, k) {
+func (w walker) setJSON(m map[string]any, k string, v any, depth int) {
+	nv, changed := w.jsonValue(v, depth)
+	if c := w.str(k); changed || !same(c, k) {
 		m[c] = nv
 	}
 }
@@ -136,22 +215,22 @@ func setJSON(m map[string]any, k string, v any, depth int) {
 // jsonValue interns a value of an unstructured object in place and returns
 // it, with whether it is a new value to store: a string is replaced by its
 // canonical copy, maps and slices are changed in place.
-func jsonValue(v any, depth int) (any, bool) {
+func (w walker) jsonValue(v any, depth int) (any, bool) {
 	if depth > maxDepth {
 		return v, false
 	}
 	switch t := v.(type) {
 	case string:
-		if c := str(t); !same(c, t) {
+		if c := w.str(t); !same(c, t) {
 			return c, true
 		}
 	case map[string]any:
 		for k, e := range t {
-			setJSON(t, k, e, depth+1)
+			w.setJSON(t, k, e, depth+1)
 		}
 	case []any:
 		for i, e := range t {
-			if nv, changed := jsonValue(e, depth+1); changed {
+			if nv, changed := w.jsonValue(e, depth+1); changed {
 				t[i] = nv
 			}
 		}
@@ -174,7 +253,7 @@ type plan struct {
 	// fields are the struct fields to walk: exported, able to hold a
 	// string and, in ObjectMeta, not unique to the object.
 	fields []field
-	// stringKeys is set for maps with string keys, which are rebuilt.
+	// stringKeys is set for maps with string keys.
 	stringKeys bool
 }
 
@@ -238,57 +317,56 @@ func build(t reflect.Type, memo map[reflect.Type]*plan) *plan {
 	return p
 }
 
-// walk interns the strings of v along plan p. Strings, and maps that must
-// be rebuilt, are only replaced when v is settable, which everything
-// reached through a pointer, a slice or an exported field of an
-// addressable struct is.
-func (p *plan) walk(v reflect.Value, depth int) {
+// walk interns the strings of v along plan p. A string is only replaced
+// when v is settable, which everything reached through a pointer, a slice
+// or an exported field of an addressable struct is.
+func (w walker) walk(p *plan, v reflect.Value, depth int) {
 	if p == nil || depth > maxDepth {
 		return
 	}
 	switch p.kind {
 	case reflect.String:
 		if v.Len() > 0 && v.CanSet() {
-			if s, c := v.String(), str(v.String()); !same(c, s) {
+			if s, c := v.String(), w.str(v.String()); !same(c, s) {
 				v.SetString(c)
 			}
 		}
 	case reflect.Pointer:
 		if !v.IsNil() {
-			p.elem.walk(v.Elem(), depth+1)
+			w.walk(p.elem, v.Elem(), depth+1)
 		}
 	case reflect.Interface:
-		walkInterface(v, depth)
+		w.walkInterface(v, depth)
 	case reflect.Struct:
 		for _, f := range p.fields {
-			f.plan.walk(v.Field(f.index), depth+1)
+			w.walk(f.plan, v.Field(f.index), depth+1)
 		}
 	case reflect.Slice:
 		if p.elem != nil {
 			for i := range v.Len() {
-				p.elem.walk(v.Index(i), depth+1)
+				w.walk(p.elem, v.Index(i), depth+1)
 			}
 		}
 	case reflect.Array:
 		if p.elem != nil && v.CanAddr() {
 			for i := range v.Len() {
-				p.elem.walk(v.Index(i), depth+1)
+				w.walk(p.elem, v.Index(i), depth+1)
 			}
 		}
 	case reflect.Map:
-		p.walkMap(v, depth)
+		w.walkMap(p, v, depth)
 	}
 }
 
 // walkInterface interns the value an interface holds. A pointer is
 // followed; any other value is copied, interned and stored back.
-func walkInterface(v reflect.Value, depth int) {
+func (w walker) walkInterface(v reflect.Value, depth int) {
 	if v.IsNil() {
 		return
 	}
 	e := v.Elem()
 	if e.Kind() == reflect.Pointer {
-		planOf(e.Type()).walk(e, depth+1)
+		w.walk(planOf(e.Type()), e, depth+1)
 		return
 	}
 	if !v.CanSet() {
@@ -296,7 +374,7 @@ func walkInterface(v reflect.Value, depth int) {
 	}
 	switch t := e.Interface().(type) {
 	case string, map[string]any, []any:
-		if nv, changed := jsonValue(t, depth+1); changed {
+		if nv, changed := w.jsonValue(t, depth+1); changed {
 			v.Set(reflect.ValueOf(nv))
 		}
 		return
@@ -307,12 +385,12 @@ func walkInterface(v reflect.Value, depth int) {
 	}
 	c := reflect.New(e.Type()).Elem()
 	c.Set(e)
-	p.walk(c, depth+1)
+	w.walk(p, c, depth+1)
 	v.Set(c)
 }
 
 // walkMap interns a map's keys and values in place (see setKey).
-func (p *plan) walkMap(v reflect.Value, depth int) {
+func (w walker) walkMap(p *plan, v reflect.Value, depth int) {
 	if v.IsNil() || v.Len() == 0 {
 		return
 	}
@@ -320,13 +398,13 @@ func (p *plan) walkMap(v reflect.Value, depth int) {
 	case stringMap:
 		m := v.Interface().(map[string]string)
 		for k, e := range m {
-			if ck, ce := str(k), str(e); !same(ck, k) || !same(ce, e) {
+			if ck, ce := w.str(k), w.str(e); !same(ck, k) || !same(ce, e) {
 				m[ck] = ce
 			}
 		}
 		return
 	case jsonMap:
-		jsonValue(v.Interface(), depth)
+		w.jsonValue(v.Interface(), depth)
 		return
 	}
 	// One key and one value, reused: SetIterKey, SetIterValue and
@@ -336,10 +414,10 @@ func (p *plan) walkMap(v reflect.Value, depth int) {
 	for it := v.MapRange(); it.Next(); {
 		key.SetIterKey(it)
 		if p.stringKeys {
-			key.SetString(str(key.String()))
+			key.SetString(w.str(key.String()))
 		}
 		val.SetIterValue(it)
-		p.elem.walk(val, depth+1)
+		w.walk(p.elem, val, depth+1)
 		v.SetMapIndex(key, val)
 	}
 }

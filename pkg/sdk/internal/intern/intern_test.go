@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unique"
 	"unsafe"
@@ -12,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,25 +23,36 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/sdk/internal/intern"
 )
 
-// podJSON returns the i-th Pod of a Deployment's kind, as the API server
-// sent it (testdata/pod.json, managedFields and all): replica i%100 of the
-// same hundred ReplicaSets, with its own name, uid, resourceVersion, IP and
-// container ID.
-func podJSON(t testing.TB, i int) []byte {
+// serial numbers the Pods podJSON makes, so that each has a uid, an IP and
+// a container ID no other Pod of the test binary has.
+var serial atomic.Int64
+
+// podJSON returns the i-th Pod of a Deployment's kind in namespace ns, as
+// the API server sent it (testdata/pod.json, managedFields and all):
+// replica i%100 of the same hundred ReplicaSets, with its own name, uid,
+// resourceVersion, IP and container ID. Decoding the same bytes twice
+// gives an object and its next version, so to say.
+func podJSON(t testing.TB, ns string, i int) []byte {
 	t.Helper()
 	b, err := os.ReadFile("testdata/pod.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := serial.Add(1)
 	return []byte(strings.NewReplacer(
+		`"namespace":"payments"`, fmt.Sprintf(`"namespace":%q`, ns),
 		"pod-00001", fmt.Sprintf("pod-%05d", i),
-		"cf7458e4-102a-4965-968d-6d54e91adf21", fmt.Sprintf("cf7458e4-102a-4965-968d-%012d", i),
+		"cf7458e4-102a-4965-968d-6d54e91adf21", fmt.Sprintf("cf7458e4-102a-4965-968d-%012d", n),
 		`"resourceVersion":"205"`, fmt.Sprintf(`"resourceVersion":"%d"`, 1000+i),
 		"app-001", fmt.Sprintf("app-%03d", i%100),
-		"10.88.0.3", fmt.Sprintf("10.88.%d.%d", i/250, i%250+2),
-		"0000000000000000000000000000000000000000000000000000000000000001", fmt.Sprintf("%064d", i),
+		"10.88.0.3", fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255),
+		"0000000000000000000000000000000000000000000000000000000000000001", fmt.Sprintf("%064d", n),
 	).Replace(string(b)))
 }
+
+// freshNamespace returns a namespace name no object interned so far has,
+// so that a test knows the whole history of its namespace string.
+func freshNamespace() string { return fmt.Sprintf("team-%d", serial.Add(1)) }
 
 // decode decodes data as client-go's typed clients do, each call into
 // strings of its own.
@@ -52,12 +65,14 @@ func decode(t testing.TB, data []byte) runtime.Object {
 	return obj
 }
 
-func pod(t testing.TB, i int) *corev1.Pod { return decode(t, podJSON(t, i)).(*corev1.Pod) }
+func pod(t testing.TB, ns string, i int) *corev1.Pod {
+	return decode(t, podJSON(t, ns, i)).(*corev1.Pod)
+}
 
-func unstructuredPod(t testing.TB, i int) *unstructured.Unstructured {
+func unstructuredPod(t testing.TB, ns string, i int) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(podJSON(t, i)); err != nil {
+	if err := u.UnmarshalJSON(podJSON(t, ns, i)); err != nil {
 		t.Fatal(err)
 	}
 	return u
@@ -110,9 +125,10 @@ func exporter() *jmxv1alpha1.PrometheusJmxExporter {
 }
 
 func TestStringsLeavesObjectsEqual(t *testing.T) {
+	ns := freshNamespace()
 	list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "PodList"}}
-	list.Items = []unstructured.Unstructured{*unstructuredPod(t, 1), *unstructuredPod(t, 2)}
-	partial := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: pod(t, 3).ObjectMeta}
+	list.Items = []unstructured.Unstructured{*unstructuredPod(t, ns, 1), *unstructuredPod(t, ns, 2)}
+	partial := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: pod(t, ns, 3).ObjectMeta}
 	tests := []struct {
 		name string
 		obj  runtime.Object
@@ -120,14 +136,14 @@ func TestStringsLeavesObjectsEqual(t *testing.T) {
 		// was interned.
 		some func(runtime.Object) string
 	}{
-		{"pod with managedFields", pod(t, 1), func(o runtime.Object) string { return o.(*corev1.Pod).Namespace }},
+		{"pod with managedFields", pod(t, ns, 1), func(o runtime.Object) string { return o.(*corev1.Pod).Namespace }},
 		{"deployment", deployment(t), func(o runtime.Object) string {
 			return o.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Image
 		}},
 		{"custom resource", exporter(), func(o runtime.Object) string {
 			return o.(*jmxv1alpha1.PrometheusJmxExporter).Spec.Selector.MatchExpressions[0].Values[1]
 		}},
-		{"unstructured pod", unstructuredPod(t, 1), func(o runtime.Object) string {
+		{"unstructured pod", unstructuredPod(t, ns, 1), func(o runtime.Object) string {
 			return o.(*unstructured.Unstructured).GetLabels()["app.kubernetes.io/name"]
 		}},
 		{"unstructured list", list, func(o runtime.Object) string {
@@ -139,6 +155,15 @@ func TestStringsLeavesObjectsEqual(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// A twin, an object equal but for its uid, holds the same
+			// strings: interned after it, the object shares them.
+			twin := tt.obj.DeepCopyObject()
+			if m, err := meta.Accessor(twin); err == nil {
+				m.SetUID("twin-of-" + m.GetUID())
+			}
+			if err := intern.Strings(twin); err != nil {
+				t.Fatal(err)
+			}
 			want := tt.obj.DeepCopyObject()
 			if err := intern.Strings(tt.obj); err != nil {
 				t.Fatal(err)
@@ -175,7 +200,7 @@ func mapKey[V any, K ~string](m map[K]V, k K) K {
 }
 
 // podStrings names strings of a Pod that every replica of its ReplicaSet
-// has (1 and 101 are replicas of the same one).
+// has (1, 101 and 201 are replicas of the same one).
 var podStrings = []struct {
 	name string
 	get  func(*corev1.Pod) string
@@ -186,6 +211,7 @@ var podStrings = []struct {
 	{"owner uid", func(p *corev1.Pod) string { return string(p.OwnerReferences[0].UID) }},
 	{"owner name", func(p *corev1.Pod) string { return p.OwnerReferences[0].Name }},
 	{"image", func(p *corev1.Pod) string { return p.Spec.Containers[0].Image }},
+	{"image in status", func(p *corev1.Pod) string { return p.Status.ContainerStatuses[0].Image }},
 	{"image id", func(p *corev1.Pod) string { return p.Status.ContainerStatuses[0].ImageID }},
 	{"env value", func(p *corev1.Pod) string { return p.Spec.Containers[0].Env[0].Value }},
 	{"port protocol", func(p *corev1.Pod) string { return string(p.Spec.Containers[0].Ports[0].Protocol) }},
@@ -200,17 +226,18 @@ var podStrings = []struct {
 }
 
 func TestStringsSharesEqualStringsBetweenObjects(t *testing.T) {
-	a, b := pod(t, 1), pod(t, 101)
+	ns := freshNamespace()
+	first, a, b := pod(t, ns, 1), pod(t, ns, 101), pod(t, ns, 201)
 	for _, s := range podStrings {
 		if same(s.get(a), s.get(b)) {
 			t.Fatalf("%s: shared before interning; the test cannot tell", s.name)
 		}
 	}
-	if err := intern.Strings(a); err != nil {
-		t.Fatal(err)
-	}
-	if err := intern.Strings(b); err != nil {
-		t.Fatal(err)
+	firstNS := first.Namespace
+	for _, p := range []*corev1.Pod{first, a, b} {
+		if err := intern.Strings(p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, s := range podStrings {
 		if got := s.get(a); got != s.get(b) {
@@ -220,25 +247,50 @@ func TestStringsSharesEqualStringsBetweenObjects(t *testing.T) {
 			t.Errorf("%s %q: two copies after interning, want one shared", s.name, s.get(a))
 		}
 	}
+	// The first holder of a string keeps its own copy: when it was
+	// interned, no other object was known to hold the string.
+	if !same(first.Namespace, firstNS) {
+		t.Errorf("the first Pod's namespace was replaced; it was the only holder then")
+	}
 }
 
-func TestStringsLeavesUniqueMetadataAlone(t *testing.T) {
-	p := pod(t, 1)
-	name, uid, rv := p.Name, p.UID, p.ResourceVersion
+func TestStringsLeavesStringsOfOneObjectAlone(t *testing.T) {
+	data := podJSON(t, freshNamespace(), 1)
+	p := decode(t, data).(*corev1.Pod)
+	name, uid, rv, ip, id := p.Name, string(p.UID), p.ResourceVersion, p.Status.PodIP, p.Status.ContainerStatuses[0].ContainerID
 	if err := intern.Strings(p); err != nil {
 		t.Fatal(err)
 	}
-	if !same(p.Name, name) || !same(string(p.UID), string(uid)) || !same(p.ResourceVersion, rv) {
-		t.Errorf("name, uid or resourceVersion was replaced; they are unique to the object and not worth a canonical copy")
+	// The same object again, as its next update would bring it.
+	next := decode(t, data).(*corev1.Pod)
+	nextIP := next.Status.PodIP
+	if err := intern.Strings(next); err != nil {
+		t.Fatal(err)
+	}
+	for what, c := range map[string][2]string{
+		"name":            {p.Name, name},
+		"uid":             {string(p.UID), uid},
+		"resourceVersion": {p.ResourceVersion, rv},
+		"pod IP":          {p.Status.PodIP, ip},
+		"container ID":    {p.Status.ContainerStatuses[0].ContainerID, id},
+		"next pod IP":     {next.Status.PodIP, nextIP},
+	} {
+		if !same(c[0], c[1]) {
+			t.Errorf("%s %q was replaced; no other object holds it, so a canonical copy would only cost memory", what, c[0])
+		}
 	}
 }
 
 func TestStringsSharesNothingButStrings(t *testing.T) {
-	a, b := pod(t, 1), pod(t, 101)
-	for _, p := range []*corev1.Pod{a, b} {
+	ns := freshNamespace()
+	a, b := pod(t, ns, 1), pod(t, ns, 101)
+	for _, p := range []*corev1.Pod{pod(t, ns, 201), a, b} {
 		if err := intern.Strings(p); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if !same(a.Spec.Containers[0].Image, b.Spec.Containers[0].Image) {
+		t.Fatal("the pods share no strings; the test cannot tell")
 	}
 	wantB := b.DeepCopy()
 
@@ -263,8 +315,9 @@ func TestStringsSharesNothingButStrings(t *testing.T) {
 }
 
 func TestStringsSharesStringsOfUnstructuredObjects(t *testing.T) {
-	a, b := unstructuredPod(t, 1), unstructuredPod(t, 101)
-	for _, u := range []*unstructured.Unstructured{a, b} {
+	ns := freshNamespace()
+	a, b := unstructuredPod(t, ns, 1), unstructuredPod(t, ns, 101)
+	for _, u := range []*unstructured.Unstructured{unstructuredPod(t, ns, 201), a, b} {
 		if err := intern.Strings(u); err != nil {
 			t.Fatal(err)
 		}
@@ -372,10 +425,12 @@ func TestStringsNeverFailsOnOddValues(t *testing.T) {
 }
 
 func TestStringsIsSafeForConcurrentUse(t *testing.T) {
-	const workers = 4
-	pods := make([]*corev1.Pod, workers)
+	const workers = 8
+	ns := freshNamespace()
+	pods, want := make([]*corev1.Pod, workers), make([]*corev1.Pod, workers)
 	for i := range pods {
-		pods[i] = pod(t, 100*i+7)
+		pods[i] = pod(t, ns, 100*i+7)
+		want[i] = pods[i].DeepCopy()
 	}
 	errs := make(chan error, workers)
 	for _, p := range pods {
@@ -386,9 +441,19 @@ func TestStringsIsSafeForConcurrentUse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, p := range pods[1:] {
-		if !same(p.Spec.Containers[0].Image, pods[0].Spec.Containers[0].Image) {
-			t.Errorf("image %q interned twice", p.Spec.Containers[0].Image)
+	for i := range pods {
+		if !reflect.DeepEqual(pods[i], want[i]) {
+			t.Errorf("pod %d changed", i)
 		}
+	}
+	// Whichever pods kept their own copies, the ones interned next share.
+	a, b := pod(t, ns, 1007), pod(t, ns, 1107)
+	for _, p := range []*corev1.Pod{a, b} {
+		if err := intern.Strings(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !same(a.Spec.Containers[0].Image, b.Spec.Containers[0].Image) {
+		t.Errorf("image %q interned twice", a.Spec.Containers[0].Image)
 	}
 }

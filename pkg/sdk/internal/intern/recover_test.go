@@ -19,8 +19,10 @@ func TestStringsRecoversAndLeavesTheObjectEqual(t *testing.T) {
 		}
 		return orig(s)
 	}
+	// Without a uid or a name, every string of the object is interned,
+	// whatever was seen before.
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "pod-1", Labels: map[string]string{"app": "web", "tier": "backend"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Labels: map[string]string{"app": "web", "tier": "backend"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "web:1", Args: []string{"-v", "--port=8080"}}}},
 	}
 	want := p.DeepCopy()
