@@ -128,7 +128,8 @@ func BenchmarkDispatch(b *testing.B) {
 }
 
 // BenchmarkCacheMemoryPerObject measures the heap held per cached object
-// with the default managedFields stripping and without it.
+// with the defaults (managedFields stripped, strings interned), without the
+// interning, and with managedFields kept.
 func BenchmarkCacheMemoryPerObject(b *testing.B) {
 	ns := benchNamespace(b)
 	for _, c := range []struct {
@@ -136,6 +137,7 @@ func BenchmarkCacheMemoryPerObject(b *testing.B) {
 		opts []sdk.WatchOption
 	}{
 		{"strip-managedFields", nil},
+		{"strip-managedFields-no-interning", []sdk.WatchOption{sdk.WithoutStringInterning()}},
 		{"keep-managedFields", []sdk.WatchOption{sdk.WithManagedFields()}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

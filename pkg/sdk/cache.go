@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/handlerkit/handlerkit/pkg/sdk/internal/intern"
 )
 
 // informerKey says which objects an informer holds and how it stores them.
@@ -33,6 +35,7 @@ type informerKey struct {
 	label, field string
 	metadataOnly bool
 	keepManaged  bool
+	keepStrings  bool // no string interning
 	resync       time.Duration
 	// private is the watch's name when it has transforms of its own: those
 	// rewrite what the cache holds, so its informer is not shared.
@@ -48,9 +51,12 @@ type sharedInformer struct {
 
 	op         *Operator
 	transforms []TransformFunc // the private watch's own transforms
-	mu         sync.Mutex
-	watches    []string // names of the watches that use it, for metrics and logs
-	indexes    map[string]bool
+	// internFailed logs the first object whose strings could not be
+	// interned; later ones are cached as they are, silently.
+	internFailed sync.Once
+	mu           sync.Mutex
+	watches      []string // names of the watches that use it, for metrics and logs
+	indexes      map[string]bool
 }
 
 // informerSet holds the informers of one term. It is created when the term
@@ -75,7 +81,8 @@ func (w *watch) keysFor(gvr schema.GroupVersionResource) []informerKey {
 	for _, ns := range w.namespaces {
 		k := informerKey{
 			gvr: gvr, namespace: ns, label: w.cfg.labelSelector, field: w.cfg.fieldSelector,
-			metadataOnly: w.cfg.metadataOnly, keepManaged: w.cfg.keepManagedFields, resync: w.resync,
+			metadataOnly: w.cfg.metadataOnly, keepManaged: w.cfg.keepManagedFields, keepStrings: w.cfg.keepStrings,
+			resync: w.resync,
 		}
 		if len(w.cfg.transforms) > 0 {
 			k.private = w.name
@@ -253,10 +260,11 @@ func (s *informerSet) cacheOfWatch(name, namespace string) (cache.Indexer, schem
 // transform prepares an object for the cache: it strips managedFields,
 // converts unstructured objects of kinds the scheme knows to their typed
 // form once (instead of on every handling), runs the private watch's
-// transforms and stamps apiVersion and kind, which typed informers leave
-// empty. An object the Go type cannot decode is kept unstructured, logged
-// and counted, and skips the user's transforms, which expect the Go type:
-// an error here would make the informer drop it.
+// transforms, stamps apiVersion and kind, which typed informers leave
+// empty, and interns the object's strings. An object the Go type cannot
+// decode is kept unstructured, logged and counted, and skips the user's
+// transforms, which expect the Go type: an error here would make the
+// informer drop it.
 func (si *sharedInformer) transform(obj any) (any, error) {
 	ro, ok := obj.(runtime.Object)
 	if !ok {
@@ -272,6 +280,7 @@ func (si *sharedInformer) transform(obj any) (any, error) {
 		if err != nil {
 			si.decodeFailed(u, err)
 			u.SetGroupVersionKind(si.gvk)
+			si.intern(u)
 			return u, nil
 		}
 		ro = typed
@@ -286,7 +295,24 @@ func (si *sharedInformer) transform(obj any) (any, error) {
 		}
 	}
 	ro.GetObjectKind().SetGroupVersionKind(si.gvk)
+	si.intern(ro)
 	return ro, nil
+}
+
+// intern makes obj's strings share memory with the equal strings of the
+// other cached objects, unless the watch opted out. A failure (a panic in
+// the walk, which only an object no decoder makes could cause) leaves obj
+// as it is, equal to what it was: it is logged once and cached anyway.
+func (si *sharedInformer) intern(obj runtime.Object) {
+	if si.key.keepStrings {
+		return
+	}
+	if err := intern.Strings(obj); err != nil {
+		si.internFailed.Do(func() {
+			si.op.cfg.log.WithField("watch", strings.Join(si.watchNames(), ",")).WithError(err).
+				Warn("cannot intern the strings of a cached object; caching it as it is (logged once per informer)")
+		})
+	}
 }
 
 // decode converts u to the Go type the scheme has for the informer's kind.

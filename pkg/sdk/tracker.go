@@ -10,16 +10,50 @@ import (
 // the final state of deleted objects and how many handlings in a row
 // failed. The informer's handlers write it and workers read it
 // concurrently, hence the mutex. Entries live only while a key is queued or
-// being retried, so it does not grow with the cluster.
+// being retried, so it does not grow with the cluster, and its maps give
+// their memory back once a burst is handled (see keyMap).
 type tracker struct {
 	mu       sync.Mutex
-	pending  map[string]EventType
-	final    map[string]runtime.Object
-	failures map[string]int
+	pending  keyMap[EventType]
+	final    keyMap[runtime.Object]
+	failures keyMap[int]
 }
 
 func newTracker() *tracker {
-	return &tracker{pending: map[string]EventType{}, final: map[string]runtime.Object{}, failures: map[string]int{}}
+	return &tracker{pending: newKeyMap[EventType](), final: newKeyMap[runtime.Object](), failures: newKeyMap[int]()}
+}
+
+// shrinkAbove is how many keys a keyMap must have held for it to be
+// replaced once it is empty again.
+const shrinkAbove = 256
+
+// keyMap is a map by key that is replaced by a new, empty one when it
+// empties after having held more than shrinkAbove keys. A Go map never
+// gives back the table it grew, and the initial list of a watch puts every
+// key of its cache in pending at once: 10,000 Pods left about 1.5 MB of
+// empty table behind, for as long as the watch runs.
+type keyMap[V any] struct {
+	m    map[string]V
+	peak int // the most keys held since the map was made
+}
+
+func newKeyMap[V any]() keyMap[V] { return keyMap[V]{m: map[string]V{}} }
+
+func (k *keyMap[V]) get(key string) (V, bool) {
+	v, ok := k.m[key]
+	return v, ok
+}
+
+func (k *keyMap[V]) set(key string, v V) {
+	k.m[key] = v
+	k.peak = max(k.peak, len(k.m))
+}
+
+func (k *keyMap[V]) del(key string) {
+	delete(k.m, key)
+	if len(k.m) == 0 && k.peak > shrinkAbove {
+		*k = newKeyMap[V]()
+	}
 }
 
 // failed records a failed handling of key and returns how many handlings
@@ -28,15 +62,16 @@ func newTracker() *tracker {
 func (t *tracker) failed(key string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.failures[key]++
-	return t.failures[key]
+	n, _ := t.failures.get(key)
+	t.failures.set(key, n+1)
+	return n + 1
 }
 
 // noFailure ends key's run of failed handlings.
 func (t *tracker) noFailure(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.failures, key)
+	t.failures.del(key)
 }
 
 // observe records a notification for key. A delete keeps obj as the final
@@ -46,11 +81,12 @@ func (t *tracker) observe(key string, typ EventType, obj runtime.Object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if typ == EventDelete {
-		t.final[key] = obj
+		t.final.set(key, obj)
 	} else {
-		delete(t.final, key)
+		t.final.del(key)
 	}
-	t.pending[key] = merge(t.pending[key], typ)
+	prev, _ := t.pending.get(key)
+	t.pending.set(key, merge(prev, typ))
 }
 
 // touch records that key was enqueued for a reason other than its own
@@ -58,15 +94,16 @@ func (t *tracker) observe(key string, typ EventType, obj runtime.Object) {
 func (t *tracker) touch(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.pending[key] = merge(t.pending[key], EventUpdate)
+	prev, _ := t.pending.get(key)
+	t.pending.set(key, merge(prev, EventUpdate))
 }
 
 // take returns and clears what happened to key since it was last handled.
 func (t *tracker) take(key string) (EventType, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	typ, ok := t.pending[key]
-	delete(t.pending, key)
+	typ, ok := t.pending.get(key)
+	t.pending.del(key)
 	return typ, ok
 }
 
@@ -75,15 +112,15 @@ func (t *tracker) take(key string) (EventType, bool) {
 func (t *tracker) restore(key string, typ EventType) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.pending[key] = merge(typ, t.pending[key])
+	newer, _ := t.pending.get(key)
+	t.pending.set(key, merge(typ, newer))
 }
 
 // finalState returns the final state of a deleted key.
 func (t *tracker) finalState(key string) (runtime.Object, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	obj, ok := t.final[key]
-	return obj, ok
+	return t.final.get(key)
 }
 
 // forget drops the final state of key once its delete was handled, unless
@@ -91,8 +128,8 @@ func (t *tracker) finalState(key string) (runtime.Object, bool) {
 func (t *tracker) forget(key string, handled runtime.Object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.final[key] == handled {
-		delete(t.final, key)
+	if obj, _ := t.final.get(key); obj == handled {
+		t.final.del(key)
 	}
 }
 
@@ -100,7 +137,7 @@ func (t *tracker) forget(key string, handled runtime.Object) {
 func (t *tracker) forgetPending(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.pending, key)
+	t.pending.del(key)
 }
 
 // size reports how many keys hold state, for leak tests. Failure counts
@@ -108,7 +145,7 @@ func (t *tracker) forgetPending(key string) {
 func (t *tracker) size() (pending, final int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.pending) + len(t.failures), len(t.final)
+	return len(t.pending.m) + len(t.failures.m), len(t.final.m)
 }
 
 // merge combines an unhandled change with a newer one. A resync adds

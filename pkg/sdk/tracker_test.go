@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -108,4 +109,40 @@ func TestTrackerIsSafeAndDoesNotLeakUnderConcurrency(t *testing.T) {
 	if p, f := tr.size(); p != 0 || f != 0 {
 		t.Fatalf("tracker holds %d pending and %d final entries after draining, want 0", p, f)
 	}
+}
+
+func TestTrackerGivesItsMemoryBackAfterABurst(t *testing.T) {
+	const burst = 100_000 // an initial list of a large cache
+	keys := make([]string, burst)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("ns/object-%06d", i)
+	}
+	tr := newTracker()
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	before := heap()
+	for _, k := range keys {
+		tr.observe(k, EventAdd, nil)
+	}
+	during := heap()
+	for _, k := range keys {
+		if _, ok := tr.take(k); !ok {
+			t.Fatalf("%s was not pending", k)
+		}
+	}
+	after := heap()
+	// The pending map's table for the burst is megabytes; what stays is
+	// an empty map.
+	if grown, kept := during-before, after-before; grown < 1<<20 || kept > grown/10 {
+		t.Errorf("pending grew by %d bytes and kept %d once empty, want at most a tenth", grown, kept)
+	}
+	tr.observe("ns/again", EventUpdate, nil)
+	if typ, ok := tr.take("ns/again"); !ok || typ != EventUpdate {
+		t.Errorf("after the burst, take = %q, %v; want update", typ, ok)
+	}
+	runtime.KeepAlive(keys)
 }

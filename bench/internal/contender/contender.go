@@ -60,6 +60,9 @@ const (
 	VariantKeepManagedFields = "keep-managedfields"
 	// VariantMetadataOnly is handlerkit with sdk.WithMetadataOnly.
 	VariantMetadataOnly = "metadata-only"
+	// VariantNoInterning is handlerkit with sdk.WithoutStringInterning:
+	// its default cache as it was before strings were interned.
+	VariantNoInterning = "no-interning"
 )
 
 // Spec says what one contender process runs.

@@ -189,8 +189,10 @@ func cacheLabel(r suite.Row) string {
 		return "handlerkit, WithManagedFields"
 	case r.Variant == contender.VariantMetadataOnly:
 		return "handlerkit, WithMetadataOnly"
+	case r.Variant == contender.VariantNoInterning:
+		return "handlerkit, WithoutStringInterning (managedFields stripped)"
 	case r.Contender == contender.Handlerkit:
-		return "handlerkit default (managedFields stripped)"
+		return "handlerkit default (managedFields stripped, strings interned)"
 	case r.Contender == contender.ControllerRuntime:
 		return "controller-runtime default (full objects, protobuf)"
 	default:
