@@ -7,7 +7,14 @@
 // servers, kubelets and clients all dialling each other over loopback) an
 // outgoing connection can take that port between the probe and the real
 // bind. Ports from this package lie outside the ephemeral range, so only
-// another listener can collide, and one process never hands out the same
+// another listener can collide.
+//
+// Nor do two test processes collide (go test runs packages in parallel, each
+// its own binary): a handed-out port is reserved across processes with an
+// open-file-description lock on one byte, at the port's offset, of a lock
+// file in the temporary directory owned by the user. Another process skips a
+// reserved port; the kernel drops the reservation when Release is called or
+// the process exits, however it exits. One process never hands out the same
 // port twice until it is released.
 package freeport
 
@@ -16,9 +23,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // rangeFile holds the kernel's ephemeral port range ("low high").
@@ -31,16 +41,21 @@ var handedOut = struct {
 }{ports: map[int]bool{}}
 
 // Loopback returns a TCP port that nothing listens on at 127.0.0.1 right
-// now, outside the ephemeral port range, and not handed out before by this
-// process (unless released). The caller should bind it soon: the port is
-// only probed, not held.
+// now, outside the ephemeral port range, and not handed out (and not
+// released) before, by this process or by another process of the same user
+// that uses this package. The caller should bind it soon: the port is probed
+// and reserved among users of this package, not held against other programs.
 func Loopback() (int, error) {
 	lo, hi := window(ephemeralRange())
 	handedOut.Lock()
 	defer handedOut.Unlock()
 	for range 200 {
 		port := lo + rand.IntN(hi-lo+1)
-		if handedOut.ports[port] || !available(port) {
+		if handedOut.ports[port] || !reserve(port) {
+			continue
+		}
+		if !available(port) {
+			unreserve(port)
 			continue
 		}
 		handedOut.ports[port] = true
@@ -54,8 +69,79 @@ func Release(ports ...int) {
 	handedOut.Lock()
 	defer handedOut.Unlock()
 	for _, p := range ports {
+		if handedOut.ports[p] {
+			unreserve(p)
+		}
 		delete(handedOut.ports, p)
 	}
+}
+
+// lockFile is the file whose byte at offset port reserves port across
+// processes. It is opened once; a nil file (it could not be opened safely)
+// leaves reservations to this process alone.
+var lockFile = struct {
+	once sync.Once
+	f    *os.File
+}{}
+
+// lockFilePath is the reservation file of the current user.
+func lockFilePath() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("handlerkit-freeport-%d.lock", os.Getuid()))
+}
+
+// openLockFile opens the reservation file, refusing a symlink and a file
+// owned by another user: the temporary directory is shared, and a file
+// another user controls must not steer which ports are handed out.
+func openLockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if int(st.Uid) != os.Getuid() || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, fmt.Errorf("freeport: %s is not a regular file of uid %d", path, os.Getuid())
+	}
+	return f, nil
+}
+
+// lockFD returns the reservation file's descriptor, or -1 without one.
+func lockFD() int {
+	lockFile.once.Do(func() {
+		if f, err := openLockFile(lockFilePath()); err == nil {
+			lockFile.f = f
+		}
+	})
+	if lockFile.f == nil {
+		return -1
+	}
+	return int(lockFile.f.Fd())
+}
+
+// reserve takes the cross-process reservation of port, reporting false when
+// another process holds it. Without a reservation file it reserves nothing
+// and reports true: the bind probe alone then guards the port.
+func reserve(port int) bool {
+	fd := lockFD()
+	if fd < 0 {
+		return true
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(port), Len: 1}
+	return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk) == nil
+}
+
+// unreserve drops this process's cross-process reservation of port.
+func unreserve(port int) {
+	fd := lockFD()
+	if fd < 0 {
+		return
+	}
+	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: int64(port), Len: 1}
+	_ = unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
 }
 
 // available reports whether port can be bound on 127.0.0.1 right now.
