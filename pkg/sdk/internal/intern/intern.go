@@ -4,13 +4,15 @@
 // "TCP" or "Running") point to one backing array instead of one decoded
 // copy each.
 //
-// It uses the standard library's unique package, which holds its canonical
-// strings through weak pointers: a string that no object uses any more is
-// collected like any other.
+// Its table of canonical strings holds each through a weak pointer to the
+// string's bytes: the canonical copy stays canonical for as long as any
+// object holds it, across garbage collections, and a string that no object
+// uses any more is collected like any other (table.go says why the
+// standard library's unique package does not do this for strings).
 //
-// A canonical string costs its table some 300 bytes (the entry, a weak
-// handle, the runtime's records of both), which only pays when other
-// objects share it. So a string is interned only once it has been seen in
+// A canonical string costs its table an entry (a key of its own, a map
+// slot, a weak pointer and the runtime's record of it), which only pays
+// when other objects share it. So a string is interned only once it has been seen in
 // two objects (told apart by their uid); a string seen in one object only,
 // however often it is updated (a Pod's IP, a container ID), keeps the
 // memory it was decoded into. What was seen where is remembered in a fixed
@@ -24,7 +26,6 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
-	"unique"
 	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,10 +122,14 @@ func ownerOf(obj any) uint32 {
 // str returns the canonical copy of s once s has been seen in two objects,
 // else s.
 func (w walker) str(s string) string {
-	if s == "" || !w.shared(s) {
+	if s == "" {
 		return s
 	}
-	return canonical(s)
+	h := maphash.String(seed, s)
+	if !w.shared(h) {
+		return s
+	}
+	return canonical(s, h)
 }
 
 // sightings remembers, for a hash of a string, which object it was last
@@ -137,13 +142,12 @@ var sightings [1 << 15]atomic.Uint64
 
 var seed = maphash.MakeSeed()
 
-// shared records a sighting of s in w's object and reports whether s is
-// held by another object too.
-func (w walker) shared(s string) bool {
+// shared records a sighting of the string whose hash is h in w's object
+// and reports whether another object holds the string too.
+func (w walker) shared(h uint64) bool {
 	if w.owner == 0 {
 		return true
 	}
-	h := maphash.String(seed, s)
 	slot := &sightings[h%uint64(len(sightings))]
 	tag := h &^ (1<<32 - 1)
 	old := slot.Load()
@@ -160,9 +164,9 @@ func (w walker) shared(s string) bool {
 	return true
 }
 
-// canonical is unique's canonical copy of s; a variable so that a test can
-// make it fail.
-var canonical = func(s string) string { return unique.Make(s).Value() }
+// canonical is the canonical copy of s, whose hash is h; a variable so that
+// a test can make it fail.
+var canonical = canonicalCopy
 
 // object interns an unstructured object in place: its keys and values,
 // except the values of metadata's unique fields.

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"unique"
 	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -187,7 +187,10 @@ func TestStringsLeavesObjectsEqual(t *testing.T) {
 func same(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 
 // canonical reports whether s is the canonical copy of its value.
-func canonical(s string) bool { return same(s, unique.Make(s).Value()) }
+func canonical(s string) bool {
+	c, ok := intern.Canonical(s)
+	return ok && same(s, c)
+}
 
 // mapKey returns m's key equal to k, the copy the map holds.
 func mapKey[V any, K ~string](m map[K]V, k K) K {
@@ -455,5 +458,71 @@ func TestStringsIsSafeForConcurrentUse(t *testing.T) {
 	}
 	if !same(a.Spec.Containers[0].Image, b.Spec.Containers[0].Image) {
 		t.Errorf("image %q interned twice", a.Spec.Containers[0].Image)
+	}
+}
+
+// labelled returns an object without uid or name holding s as a label
+// value: Strings interns every string of such an object.
+func labelled(s string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"value": strings.Clone(s)}}}
+}
+
+// collect runs the garbage collector until weak pointers to unreachable
+// objects are cleared (two cycles: one to find them, one for good measure).
+func collect() {
+	goruntime.GC()
+	goruntime.GC()
+}
+
+func TestACanonicalStringOutlivesGarbageCollectionWhileAnObjectHoldsIt(t *testing.T) {
+	// Longer than the tiny allocator's 16 bytes, so that the string has an
+	// allocation of its own.
+	s := fmt.Sprintf("outlives-gc-%d-%s", serial.Add(1), strings.Repeat("x", 24))
+	a, b := labelled(s), labelled(s)
+	if err := intern.Strings(a); err != nil {
+		t.Fatal(err)
+	}
+	collect() // a holds the canonical string; nothing else refers to it
+	if err := intern.Strings(b); err != nil {
+		t.Fatal(err)
+	}
+	if !same(a.Labels["value"], b.Labels["value"]) {
+		t.Errorf("%q: a second copy after a garbage collection, want the one a holds", s)
+	}
+	goruntime.KeepAlive(a)
+}
+
+func TestCanonicalStringsNoObjectHoldsAreCollectedAndSwept(t *testing.T) {
+	const perRound, rounds = 2000, 10
+	before := intern.TableLen()
+	var last []string
+	for r := range rounds {
+		objs := make([]*corev1.Pod, perRound)
+		last = last[:0]
+		for i := range objs {
+			s := fmt.Sprintf("swept-%d-%d-%d-%s", serial.Add(1), r, i, strings.Repeat("y", 24))
+			objs[i] = labelled(s)
+			if err := intern.Strings(objs[i]); err != nil {
+				t.Fatal(err)
+			}
+			last = append(last, s)
+		}
+		for i, s := range last[:10] {
+			if !canonical(objs[i].Labels["value"]) {
+				t.Fatalf("%q is not canonical while an object holds it", s)
+			}
+		}
+		goruntime.KeepAlive(objs)
+		objs = nil
+		collect()
+	}
+	for _, s := range last {
+		if _, ok := intern.Canonical(s); ok {
+			t.Fatalf("%q still has a canonical copy after every object holding it was collected", s)
+		}
+	}
+	// Without sweeping, the table would hold every string of every round.
+	if n, most := intern.TableLen()-before, 2*perRound+32*64; n > most {
+		t.Errorf("the table grew by %d entries over %d rounds of %d strings that were dropped; want at most %d", n, rounds, perRound, most)
 	}
 }

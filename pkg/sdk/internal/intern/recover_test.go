@@ -13,11 +13,11 @@ func TestStringsRecoversAndLeavesTheObjectEqual(t *testing.T) {
 	orig := canonical
 	t.Cleanup(func() { canonical = orig })
 	calls := 0
-	canonical = func(s string) string {
+	canonical = func(s string, h uint64) string {
 		if calls++; calls > 3 {
 			panic("unexpected")
 		}
-		return orig(s)
+		return orig(s, h)
 	}
 	// Without a uid or a name, every string of the object is interned,
 	// whatever was seen before.
