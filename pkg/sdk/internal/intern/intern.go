@@ -138,9 +138,18 @@ func (w walker) str(s string) string {
 // 2^15 slots (256 KiB) keep a cache of tens of thousands of objects
 // interned: a string that many objects hold is seen again long before
 // another string takes its slot.
+//
+// Each string has two candidate slots, from independent bits of its hash.
+// With one, two strings of the same objects that happened to share a slot
+// (a Pod has a hundred strings, so some pair often does) would evict each
+// other in every object and never be interned; with two, both candidates
+// of a string must be taken, which is rare.
 var sightings [1 << 15]atomic.Uint64
 
 var seed = maphash.MakeSeed()
+
+// tagMask selects a sighting's tag.
+const tagMask = ^uint64(1<<32 - 1)
 
 // shared records a sighting of the string whose hash is h in w's object
 // and reports whether another object holds the string too.
@@ -148,20 +157,44 @@ func (w walker) shared(h uint64) bool {
 	if w.owner == 0 {
 		return true
 	}
-	slot := &sightings[h%uint64(len(sightings))]
-	tag := h &^ (1<<32 - 1)
-	old := slot.Load()
-	switch {
-	case old&^(1<<32-1) != tag: // first sighting (or forgotten)
-		slot.Store(tag | uint64(w.owner))
-		return false
-	case uint32(old) == 0: // known to be shared
+	n := uint64(len(sightings))
+	slots := [2]*atomic.Uint64{&sightings[h%n], &sightings[(h>>15)%n]}
+	tag := h & tagMask
+	for _, slot := range slots {
+		old := slot.Load()
+		if old&tagMask != tag {
+			continue
+		}
+		switch uint32(old) {
+		case 0: // known to be shared
+			return true
+		case w.owner: // this object again
+			return false
+		}
+		slot.Store(tag) // a second object: shared from now on
 		return true
-	case uint32(old) == w.owner: // this object again
-		return false
 	}
-	slot.Store(tag) // a second object: shared from now on
-	return true
+	// A first sighting (or a forgotten one). It takes the candidate that
+	// holds the least: an empty slot, else a string seen once, else a
+	// string known to be shared.
+	victim := slots[0]
+	if rank(slots[1].Load()) < rank(slots[0].Load()) {
+		victim = slots[1]
+	}
+	victim.Store(tag | uint64(w.owner))
+	return false
+}
+
+// rank orders sightings by what forgetting them costs: an empty slot 0, a
+// string seen in one object 1, a string known to be shared 2.
+func rank(sighting uint64) int {
+	switch {
+	case sighting == 0:
+		return 0
+	case uint32(sighting) != 0:
+		return 1
+	}
+	return 2
 }
 
 // canonical is the canonical copy of s, whose hash is h; a variable so that
