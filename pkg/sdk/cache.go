@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/handlerkit/handlerkit/pkg/sdk/internal/compact"
 	"github.com/handlerkit/handlerkit/pkg/sdk/internal/intern"
 )
 
@@ -36,6 +37,7 @@ type informerKey struct {
 	metadataOnly bool
 	keepManaged  bool
 	keepStrings  bool // no string interning
+	keepDecoded  bool // no compaction
 	resync       time.Duration
 	// private is the watch's name when it has transforms of its own: those
 	// rewrite what the cache holds, so its informer is not shared.
@@ -54,9 +56,11 @@ type sharedInformer struct {
 	// internFailed logs the first object whose strings could not be
 	// interned; later ones are cached as they are, silently.
 	internFailed sync.Once
-	mu           sync.Mutex
-	watches      []string // names of the watches that use it, for metrics and logs
-	indexes      map[string]bool
+	// compactFailed logs the first object that could not be compacted.
+	compactFailed sync.Once
+	mu            sync.Mutex
+	watches       []string // names of the watches that use it, for metrics and logs
+	indexes       map[string]bool
 }
 
 // informerSet holds the informers of one term. It is created when the term
@@ -82,7 +86,7 @@ func (w *watch) keysFor(gvr schema.GroupVersionResource) []informerKey {
 		k := informerKey{
 			gvr: gvr, namespace: ns, label: w.cfg.labelSelector, field: w.cfg.fieldSelector,
 			metadataOnly: w.cfg.metadataOnly, keepManaged: w.cfg.keepManagedFields, keepStrings: w.cfg.keepStrings,
-			resync: w.resync,
+			keepDecoded: w.cfg.keepDecoded, resync: w.resync,
 		}
 		if len(w.cfg.transforms) > 0 {
 			k.private = w.name
@@ -261,7 +265,8 @@ func (s *informerSet) cacheOfWatch(name, namespace string) (cache.Indexer, schem
 // converts unstructured objects of kinds the scheme knows to their typed
 // form once (instead of on every handling), runs the private watch's
 // transforms, stamps apiVersion and kind, which typed informers leave
-// empty, and interns the object's strings. An object the Go type cannot
+// empty, compacts objects of built-in kinds, and interns the strings of
+// what is left decoded. An object the Go type cannot
 // decode is kept unstructured, logged and counted, and skips the user's
 // transforms, which expect the Go type: an error here would make the
 // informer drop it.
@@ -295,8 +300,27 @@ func (si *sharedInformer) transform(obj any) (any, error) {
 		}
 	}
 	ro.GetObjectKind().SetGroupVersionKind(si.gvk)
+	ro = si.compact(ro)
 	si.intern(ro)
 	return ro, nil
+}
+
+// compact returns obj in compact form, unless the watch opted out, the
+// informer holds metadata only, or obj's type does not compact. A failure
+// to encode, which a generated Marshal never reports for an object it can
+// hold, caches obj decoded and is logged once.
+func (si *sharedInformer) compact(obj runtime.Object) runtime.Object {
+	if si.key.keepDecoded || si.key.metadataOnly {
+		return obj
+	}
+	out, _, err := compact.Of(obj)
+	if err != nil {
+		si.compactFailed.Do(func() {
+			si.op.cfg.log.WithField("watch", strings.Join(si.watchNames(), ",")).WithError(err).
+				Warn("cannot compact a cached object; caching it decoded (logged once per informer)")
+		})
+	}
+	return out
 }
 
 // intern makes obj's strings share memory with the equal strings of the
@@ -363,11 +387,14 @@ func (si *sharedInformer) listOrWatchFailed(_ context.Context, _ *cache.Reflecto
 }
 
 // indexFunc adapts an IndexFunc to client-go's, skipping tombstones and
-// objects of other types.
+// objects of other types and decoding compact objects.
 func indexFunc(fn IndexFunc) cache.IndexFunc {
 	return func(obj any) ([]string, error) {
-		ro, ok := obj.(runtime.Object)
-		if !ok {
+		ro, _, err := compact.Expand(obj)
+		if err != nil {
+			return nil, err
+		}
+		if ro == nil {
 			return nil, nil
 		}
 		return fn(ro)

@@ -64,19 +64,35 @@ func cmStrings(o runtime.Object) map[string]string {
 }
 
 func TestCachedObjectsShareEqualStrings(t *testing.T) {
-	f := newFixture(t)
-	one, two := handledPair(t, f, "v1", "ConfigMap", createLabelledCM(t, f))
-	a, b := cmStrings(one), cmStrings(two)
-	for what, s := range a {
-		if s != b[what] {
-			t.Fatalf("%s: %q and %q, want equal", what, s, b[what])
-		}
-		if !sameMemory(s, b[what]) {
-			t.Errorf("%s %q: each cached ConfigMap holds its own copy, want one shared", what, s)
-		}
-	}
-	if one.(metav1.Object).GetName() == two.(metav1.Object).GetName() {
-		t.Errorf("both events carry the same object")
+	for _, tc := range []struct {
+		name string
+		opts []sdk.WatchOption
+		// shared names the strings the two objects must share: a compact
+		// cache keeps the metadata decoded and interned, and decodes the
+		// rest (the data) anew for each read.
+		shared []string
+	}{
+		{"compact (default)", nil, []string{"namespace", "label key", "label value"}},
+		{"WithoutCompaction", []sdk.WatchOption{sdk.WithoutCompaction()}, []string{"namespace", "label key", "label value", "data value"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			one, two := handledPair(t, f, "v1", "ConfigMap", createLabelledCM(t, f), tc.opts...)
+			a, b := cmStrings(one), cmStrings(two)
+			for what, s := range a {
+				if s != b[what] {
+					t.Fatalf("%s: %q and %q, want equal", what, s, b[what])
+				}
+			}
+			for _, what := range tc.shared {
+				if !sameMemory(a[what], b[what]) {
+					t.Errorf("%s %q: each cached ConfigMap holds its own copy, want one shared", what, a[what])
+				}
+			}
+			if one.(metav1.Object).GetName() == two.(metav1.Object).GetName() {
+				t.Errorf("both events carry the same object")
+			}
+		})
 	}
 }
 

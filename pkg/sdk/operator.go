@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/handlerkit/handlerkit/pkg/sdk/internal/compact"
 	"github.com/handlerkit/handlerkit/pkg/sdk/internal/convert"
 )
 
@@ -365,25 +366,34 @@ func (o *Operator) RESTMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, 
 // never returned; neither is anything while no term runs (before the first
 // sync, while standing by, after Run returned). query uses it to answer
 // reads from memory.
+//
+// Reads through the returned Indexer decode the objects a watch caches
+// compact (see WithoutCompaction) into a fresh copy on every read; other
+// objects are the cache's own, which must not be modified. Either way a
+// List decodes every object it returns: filter by index or namespace
+// first when the cache is large.
 func (o *Operator) CacheFor(gvk schema.GroupVersionKind, namespace string) (cache.Indexer, bool) {
 	set := o.informers.Load()
 	if set == nil {
 		return nil, false
 	}
-	return set.cacheFor(gvk, namespace)
+	idx, ok := set.cacheFor(gvk, namespace)
+	return compact.NewView(idx), ok
 }
 
 // CacheOfWatch returns the synced cache of the watch named watchName that
 // holds its objects in namespace, and the watched kind, if the running term
 // has one. Unlike CacheFor it returns the caches of watches with selectors
 // and transforms too: what they hold is what the watch selected, as its
-// transforms left it. query.FromWatch reads through it.
+// transforms left it. query.FromWatch reads through it. Reads decode
+// compact objects as CacheFor's do.
 func (o *Operator) CacheOfWatch(watchName, namespace string) (cache.Indexer, schema.GroupVersionKind, bool) {
 	set := o.informers.Load()
 	if set == nil {
 		return nil, schema.GroupVersionKind{}, false
 	}
-	return set.cacheOfWatch(watchName, namespace)
+	idx, gvk, ok := set.cacheOfWatch(watchName, namespace)
+	return compact.NewView(idx), gvk, ok
 }
 
 // Enqueue puts key ("namespace/name", or "name" for cluster-scoped kinds) on

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/handlerkit/handlerkit/pkg/sdk/internal/compact"
 )
 
 // watch is one registered Watch call. Its per-run state lives in a
@@ -203,20 +205,61 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 		return
 	}
 	w.op.hmetrics.events.WithLabelValues(w.name, string(typ)).Inc()
+	// Predicates and map functions are user code: they get the objects
+	// decoded, never a compact cache entry.
+	var seen, seenOld runtime.Object
+	if len(w.cfg.predicates) > 0 || w.cfg.mapFn != nil {
+		var ok bool
+		if seen, seenOld, ok = r.expand(ro, old); !ok {
+			// Unreadable (never seen in practice): skip the filters; the
+			// handling reports it and retries.
+			if !w.cfg.secondary() {
+				r.enqueueKey(typ, ro)
+			}
+			return
+		}
+	}
 	if len(w.cfg.predicates) > 0 {
-		oldObj, _ := old.(runtime.Object)
-		e := Event{Object: ro, Deleted: typ == EventDelete, Watch: w.name, Type: typ}
+		e := Event{Object: seen, Deleted: typ == EventDelete, Watch: w.name, Type: typ}
 		for _, p := range w.cfg.predicates {
-			if !p(oldObj, e) {
+			if !p(seenOld, e) {
 				return
 			}
 		}
 	}
 	if w.cfg.secondary() {
-		oldObj, _ := old.(runtime.Object)
-		r.enqueueMapped(oldObj, ro)
+		if w.cfg.mapFn != nil {
+			r.enqueueMapped(seenOld, seen)
+		} else {
+			oldObj, _ := old.(runtime.Object)
+			r.enqueueMapped(oldObj, ro)
+		}
 		return
 	}
+	r.enqueueKey(typ, ro)
+}
+
+// expand returns obj and old (which may be nil) decoded, for code that
+// must see the Go type, logging and returning false when one cannot be.
+func (r *watchRun) expand(obj runtime.Object, old any) (runtime.Object, runtime.Object, bool) {
+	d, _, err := compact.Expand(obj)
+	if err != nil {
+		r.w.op.cfg.log.WithField("watch", r.w.name).WithError(err).Error("cannot decode a cached object")
+		return nil, nil, false
+	}
+	var dOld runtime.Object
+	if old != nil {
+		if dOld, _, err = compact.Expand(old); err != nil {
+			r.w.op.cfg.log.WithField("watch", r.w.name).WithError(err).Error("cannot decode a cached object")
+			return nil, nil, false
+		}
+	}
+	return d, dOld, true
+}
+
+// enqueueKey records a change of ro and puts its key on the queue.
+func (r *watchRun) enqueueKey(typ EventType, ro runtime.Object) {
+	w := r.w
 	key, err := cache.MetaNamespaceKeyFunc(ro)
 	if err != nil {
 		w.op.cfg.log.WithField("watch", w.name).WithError(err).Warn("cannot key object")
@@ -365,7 +408,14 @@ func (r *watchRun) process(ctx context.Context, key string) {
 		if typ == "" || typ == EventDelete {
 			typ = EventUpdate
 		}
-		ev = Event{Object: cached.(runtime.Object).DeepCopyObject(), Watch: w.name, Type: typ}
+		obj, err := copyOf(cached)
+		if err != nil {
+			log.WithError(err).Error("cannot decode the cached object; retrying")
+			r.tracker.restore(key, typ)
+			r.queue.AddRateLimited(key)
+			return
+		}
+		ev = Event{Object: obj, Watch: w.name, Type: typ}
 	default:
 		f, ok := r.tracker.finalState(key)
 		if !ok {
@@ -373,8 +423,15 @@ func (r *watchRun) process(ctx context.Context, key string) {
 			r.queue.Forget(key)
 			return
 		}
+		obj, err := compact.Copy(f)
+		if err != nil {
+			log.WithError(err).Error("cannot decode the object's final state; retrying")
+			r.tracker.restore(key, typ)
+			r.queue.AddRateLimited(key)
+			return
+		}
 		final = f
-		ev = Event{Object: f.DeepCopyObject(), Deleted: true, Watch: w.name, Type: r.whyGone(ctx, log, ns, name, f)}
+		ev = Event{Object: obj, Deleted: true, Watch: w.name, Type: r.whyGone(ctx, log, ns, name, f)}
 		typ = EventDelete
 	}
 
@@ -486,4 +543,14 @@ func (r *watchRun) call(ctx context.Context, log logrus.FieldLogger, ev Event) (
 		return resultTerminal, err
 	}
 	return resultError, err
+}
+
+// copyOf returns a copy of a cached object for the handler to own: decoded
+// when the cache keeps it compact.
+func copyOf(cached any) (runtime.Object, error) {
+	ro, ok := cached.(runtime.Object)
+	if !ok {
+		return nil, fmt.Errorf("the cache holds %T, not a runtime.Object", cached)
+	}
+	return compact.Copy(ro)
 }

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/handlerkit/handlerkit/pkg/sdk"
+	"github.com/handlerkit/handlerkit/pkg/sdk/internal/compact"
 	"github.com/handlerkit/handlerkit/pkg/sdk/internal/convert"
 )
 
@@ -228,14 +229,14 @@ func (r *Reader) Get(ctx context.Context, into runtime.Object, opts ...Option) e
 		if ns != "" {
 			key = ns + "/" + name
 		}
-		obj, exists, err := idx.GetByKey(key)
+		obj, exists, err := compact.Unwrap(idx).GetByKey(key)
 		if err != nil {
 			return fmt.Errorf("query: get %s %s from cache: %w", gvk.Kind, key, err)
 		}
 		if !exists {
 			return apierrors.NewNotFound(mapping.Resource.GroupResource(), name)
 		}
-		if err := convert.Into(into, obj.(runtime.Object)); err != nil {
+		if err := copyInto(into, obj.(runtime.Object)); err != nil {
 			return fmt.Errorf("query: get %s %s: %w", gvk.Kind, key, err)
 		}
 		into.GetObjectKind().SetGroupVersionKind(gvk)
@@ -343,7 +344,7 @@ func (r *Reader) listByIndex(gvk schema.GroupVersionKind, namespace string, sele
 		return fmt.Errorf("query: list %s by index %q: no running watch of the kind covers namespace %q with that index (add sdk.WithIndex to a watch, and read while Run leads)",
 			gvk.Kind, o.index, namespace)
 	}
-	objs, err := idx.ByIndex(o.index, o.indexValue)
+	objs, err := compact.Unwrap(idx).ByIndex(o.index, o.indexValue)
 	if err != nil {
 		return fmt.Errorf("query: list %s by index %q: %w", gvk.Kind, o.index, err)
 	}
@@ -371,6 +372,9 @@ func fillFromCache(idx cache.Indexer, namespace string, selector labels.Selector
 			cached = append(cached, ro)
 		}
 	}
+	// Selected on the cache's own entries, whose metadata is decoded even
+	// when the rest is compact: only the objects returned are decoded.
+	idx = compact.Unwrap(idx)
 	var err error
 	if namespace == "" {
 		err = cache.ListAll(idx, selector, collectFn)
@@ -393,7 +397,7 @@ func fillItems(cached []runtime.Object, into runtime.Object, gvk schema.GroupVer
 		if err != nil {
 			return fmt.Errorf("query: list %s: %w", gvk.Kind, err)
 		}
-		if err := convert.Into(item, c); err != nil {
+		if err := copyInto(item, c); err != nil {
 			return fmt.Errorf("query: list %s: %w", gvk.Kind, err)
 		}
 		item.GetObjectKind().SetGroupVersionKind(gvk)
@@ -433,4 +437,22 @@ func newItem(list runtime.Object) (runtime.Object, error) {
 		return nil, fmt.Errorf("items of %T are not objects", list)
 	}
 	return item, nil
+}
+
+// copyInto replaces dst's content with a copy of the cached object src,
+// decoding src when the cache keeps it compact; the decoded object is
+// already a copy of its own, so it is not copied again.
+func copyInto(dst, src runtime.Object) error {
+	if c, ok := src.(*compact.Object); ok {
+		d, err := c.Decode()
+		if err != nil {
+			return err
+		}
+		if dv := reflect.ValueOf(dst); dv.Kind() == reflect.Pointer && !dv.IsNil() && dv.Type() == reflect.TypeOf(d) {
+			dv.Elem().Set(reflect.ValueOf(d).Elem())
+			return nil
+		}
+		src = d
+	}
+	return convert.Into(dst, src)
 }
