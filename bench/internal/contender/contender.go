@@ -60,8 +60,13 @@ const (
 	VariantKeepManagedFields = "keep-managedfields"
 	// VariantMetadataOnly is handlerkit with sdk.WithMetadataOnly.
 	VariantMetadataOnly = "metadata-only"
-	// VariantNoInterning is handlerkit with sdk.WithoutStringInterning:
-	// its default cache as it was before strings were interned.
+	// VariantDecoded is handlerkit with sdk.WithoutCompaction: objects
+	// cached decoded, strings interned (its default cache before
+	// compaction).
+	VariantDecoded = "decoded"
+	// VariantNoInterning is handlerkit with sdk.WithoutCompaction and
+	// sdk.WithoutStringInterning: its default cache before strings were
+	// interned.
 	VariantNoInterning = "no-interning"
 )
 

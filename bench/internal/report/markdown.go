@@ -189,10 +189,12 @@ func cacheLabel(r suite.Row) string {
 		return "handlerkit, WithManagedFields"
 	case r.Variant == contender.VariantMetadataOnly:
 		return "handlerkit, WithMetadataOnly"
+	case r.Variant == contender.VariantDecoded:
+		return "handlerkit, WithoutCompaction (decoded; managedFields stripped, strings interned)"
 	case r.Variant == contender.VariantNoInterning:
-		return "handlerkit, WithoutStringInterning (managedFields stripped)"
+		return "handlerkit, WithoutCompaction, WithoutStringInterning (decoded; managedFields stripped)"
 	case r.Contender == contender.Handlerkit:
-		return "handlerkit default (managedFields stripped, strings interned)"
+		return "handlerkit default (compact; managedFields stripped, strings interned)"
 	case r.Contender == contender.ControllerRuntime:
 		return "controller-runtime default (full objects, protobuf)"
 	default:
