@@ -128,8 +128,9 @@ func BenchmarkDispatch(b *testing.B) {
 }
 
 // BenchmarkCacheMemoryPerObject measures the heap held per cached object
-// with the defaults (managedFields stripped, strings interned), without the
-// interning, and with managedFields kept.
+// with the defaults (compact, managedFields stripped, strings interned),
+// decoded (WithoutCompaction), decoded without the interning, and with
+// managedFields kept.
 func BenchmarkCacheMemoryPerObject(b *testing.B) {
 	ns := benchNamespace(b)
 	for _, c := range []struct {
@@ -137,7 +138,8 @@ func BenchmarkCacheMemoryPerObject(b *testing.B) {
 		opts []sdk.WatchOption
 	}{
 		{"strip-managedFields", nil},
-		{"strip-managedFields-no-interning", []sdk.WatchOption{sdk.WithoutStringInterning()}},
+		{"strip-managedFields-decoded", []sdk.WatchOption{sdk.WithoutCompaction()}},
+		{"strip-managedFields-decoded-no-interning", []sdk.WatchOption{sdk.WithoutCompaction(), sdk.WithoutStringInterning()}},
 		{"keep-managedFields", []sdk.WatchOption{sdk.WithManagedFields()}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -10,7 +10,7 @@
 //
 // Each watch runs an informer whose notifications enqueue the object's key
 // (namespace/name) in a named, rate-limited workqueue. Workers take keys and
-// call the Handler with a deep copy of the latest cached state, so handling
+// call the Handler with a copy of the latest cached state, so handling
 // is level-driven and a key is never handled twice at once. Deletes carry the
 // final known state. Errors retry with backoff; RequeueAfter and Terminal
 // steer retries; panics are recovered.

@@ -12,9 +12,10 @@ import (
 
 // BenchmarkTransformPod is the cache transform's CPU and allocations for
 // one Pod as the API server sends it (two field managers, a Deployment's
-// replica), by default and WithoutStringInterning. Each iteration
-// transforms a fresh deep copy, since the transform changes its input, so
-// the copy is part of both figures: their difference is the interning. The
+// replica), by default (compact, interned), WithoutCompaction, and also
+// WithoutStringInterning. Each iteration transforms a fresh deep copy,
+// since the transform changes its input, so the copy is part of every
+// figure: the differences are the compaction and the interning. The
 // copies take turns at 100 uids, as 100 replicas would, since strings are
 // interned once a second object holds them.
 func BenchmarkTransformPod(b *testing.B) {
@@ -37,7 +38,8 @@ func BenchmarkTransformPod(b *testing.B) {
 		key  informerKey
 	}{
 		{"default", informerKey{}},
-		{"WithoutStringInterning", informerKey{keepStrings: true}},
+		{"WithoutCompaction", informerKey{keepDecoded: true}},
+		{"WithoutCompaction,WithoutStringInterning", informerKey{keepDecoded: true, keepStrings: true}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			si := &sharedInformer{key: tc.key, gvk: corev1.SchemeGroupVersion.WithKind("Pod")}

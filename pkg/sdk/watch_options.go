@@ -70,7 +70,8 @@ func WithPredicate(p ...Predicate) WatchOption {
 
 // WithTransform adds functions that rewrite each object before it is cached,
 // to save memory. They run after the built-in managedFields stripping and
-// before the built-in string interning, must be idempotent, and may modify
+// before the built-in compaction and string interning, get the object
+// decoded, must be idempotent, and may modify
 // the object in place. Objects that their Go type cannot decode skip them
 // and are cached unstructured.
 func WithTransform(t ...TransformFunc) WatchOption {
@@ -89,10 +90,12 @@ func WithManagedFields() WatchOption { return func(c *watchConfig) { c.keepManag
 // thousands of objects share it instead of holding one each; a string only
 // one object holds (its name, a Pod's IP) keeps its own memory, as a
 // canonical copy would cost more than it saves. For a Deployment's Pods
-// that saves about an eighth of the cache's live heap, for about 5 µs of
-// CPU per object cached; the fields and values handlers see are the same
-// either way. Only strings are shared between objects, never maps, slices
-// or pointers, so a handler may modify its copy as before. A canonical
+// cached decoded (WithoutCompaction) that saves about an eighth of the
+// cache's live heap, for about 5 µs of CPU per object cached; a compact
+// object has only its metadata interned. The fields and values handlers
+// see are the same either way. Only strings are shared between objects,
+// never maps, slices or pointers, so a handler may modify its copy as
+// before. A canonical
 // string that no cached object uses any more is garbage collected. Opt out
 // when the kind's strings are all different (the CPU buys nothing) or to
 // compare.
