@@ -243,16 +243,13 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 // must see the Go type, logging and returning false when one cannot be.
 func (r *watchRun) expand(obj runtime.Object, old any) (runtime.Object, runtime.Object, bool) {
 	d, _, err := compact.Expand(obj)
+	var dOld runtime.Object
+	if err == nil {
+		dOld, _, err = compact.Expand(old) // a nil old stays nil
+	}
 	if err != nil {
 		r.w.op.cfg.log.WithField("watch", r.w.name).WithError(err).Error("cannot decode a cached object")
 		return nil, nil, false
-	}
-	var dOld runtime.Object
-	if old != nil {
-		if dOld, _, err = compact.Expand(old); err != nil {
-			r.w.op.cfg.log.WithField("watch", r.w.name).WithError(err).Error("cannot decode a cached object")
-			return nil, nil, false
-		}
 	}
 	return d, dOld, true
 }

@@ -443,16 +443,13 @@ func newItem(list runtime.Object) (runtime.Object, error) {
 // decoding src when the cache keeps it compact; the decoded object is
 // already a copy of its own, so it is not copied again.
 func copyInto(dst, src runtime.Object) error {
-	if c, ok := src.(*compact.Object); ok {
-		d, err := c.Decode()
-		if err != nil {
-			return err
-		}
-		if dv := reflect.ValueOf(dst); dv.Kind() == reflect.Pointer && !dv.IsNil() && dv.Type() == reflect.TypeOf(d) {
-			dv.Elem().Set(reflect.ValueOf(d).Elem())
-			return nil
-		}
-		src = d
+	obj, fresh, err := compact.Expand(src)
+	if err != nil {
+		return err
 	}
-	return convert.Into(dst, src)
+	if dv := reflect.ValueOf(dst); fresh && dv.Kind() == reflect.Pointer && !dv.IsNil() && dv.Type() == reflect.TypeOf(obj) {
+		dv.Elem().Set(reflect.ValueOf(obj).Elem())
+		return nil
+	}
+	return convert.Into(dst, obj)
 }

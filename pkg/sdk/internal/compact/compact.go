@@ -130,9 +130,6 @@ func (o *Object) Decode() (runtime.Object, error) {
 	return v.Interface().(runtime.Object), nil
 }
 
-// Size is the number of bytes of the encoded part.
-func (o *Object) Size() int { return len(o.data) }
-
 // DeepCopyObject copies the Object, still compact; the encoded bytes, which
 // never change, are shared.
 func (o *Object) DeepCopyObject() runtime.Object {

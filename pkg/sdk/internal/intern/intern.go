@@ -12,8 +12,8 @@
 //
 // A canonical string costs its table an entry (a key of its own, a map
 // slot, a weak pointer and the runtime's record of it), which only pays
-// when other objects share it. So a string is interned only once it has been seen in
-// two objects (told apart by their uid); a string seen in one object only,
+// when other objects share it. So a string is interned only once it has
+// been seen in two objects (told apart by their uid); a string seen in one object only,
 // however often it is updated (a Pod's IP, a container ID), keeps the
 // memory it was decoded into. What was seen where is remembered in a fixed
 // table of hashes (sightings), which may forget: a string it forgot is
