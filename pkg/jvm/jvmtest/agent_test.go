@@ -270,7 +270,7 @@ func TestAgentServesJmxExporterFormat(t *testing.T) {
 				"\nsample_requests_total ",
 				"\nheap_used_bytes ",
 				"\njava_lang_memory_objectpendingfinalizationcount ", // the catch-all rule, lowercased
-				"\njvm_memory_used_bytes{area=\"heap\"} ",           // instrumentation-jvm, as jmx_exporter's agent
+				"\njvm_memory_used_bytes{area=\"heap\"} ",            // instrumentation-jvm, as jmx_exporter's agent
 				"\njvm_threads_current ",
 				"\njmx_scrape_error 0.0",
 				"jmx_exporter_build_info{name=\"handlerkit-jmx-agent\",version=\"0.1.0\"} 1",

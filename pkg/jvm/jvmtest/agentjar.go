@@ -208,4 +208,3 @@ func buildAgent(ctx context.Context, src, work string) (string, error) {
 	}
 	return jar, nil
 }
-
