@@ -165,6 +165,20 @@ func startWithAgent(t *testing.T, java, config string, port int, extra ...string
 	return agentJVM{JVM: j, dir: dir, config: cfg, port: port}
 }
 
+// waitAgentLines waits until the JVM's output holds n agent lines (its stderr is copied apart from the stdout
+// line StartJVM waits for) and returns them.
+func waitAgentLines(t *testing.T, j *JVM, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		lines := agentLines(j.Output())
+		if len(lines) >= n || time.Now().After(deadline) {
+			return lines
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // agentLines returns the agent's lines in the JVM's output.
 func agentLines(out string) []string {
 	var lines []string
@@ -298,7 +312,7 @@ func TestAgentServesJmxExporterFormat(t *testing.T) {
 			if err != nil || fi.Mode().Perm() != 0o644 {
 				t.Errorf("status file mode: %v %v", fi.Mode(), err)
 			}
-			lines := agentLines(j.Output())
+			lines := waitAgentLines(t, j.JVM, 1)
 			if len(lines) != 1 || !strings.HasPrefix(lines[0], AgentLinePrefix+"serving on :"+strconv.Itoa(port)+" (config sha256 ") {
 				t.Errorf("agent lines = %q", lines)
 			}
@@ -426,10 +440,11 @@ func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
 					st.Message == "" {
 					t.Errorf("status = %+v, want refused %s with %q", st, tc.reason, tc.message)
 				}
+				t.Logf("refused %s: %s", st.Reason, st.Message)
 				if st.ConfigSHA256 != sha256Hex([]byte(tc.config)) {
 					t.Errorf("configSHA256 = %q, want the attempted config's", st.ConfigSHA256)
 				}
-				lines := agentLines(j.Output())
+				lines := waitAgentLines(t, j.JVM, 1)
 				if want := AgentLinePrefix + "refused: " + tc.reason + ": "; len(lines) != 1 || !strings.HasPrefix(lines[0], want) {
 					t.Errorf("agent lines = %q, want one starting %q", lines, want)
 				}
@@ -450,26 +465,26 @@ func TestAgentReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 		t.Skip("no JDK 17")
 	}
 	port := freePort(t)
-	v1 := "rules:\n  - pattern: 'dev.handlerkit.sample<type=Counter><>Count'\n    name: first_name_total\n"
+	v1 := "rules:\n  - pattern: 'dev.handlerkit.sample<type=Counter><>Count'\n    name: first_name\n"
 	j := startWithAgent(t, java, v1, port)
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	if _, body := get(t, http.DefaultClient, url, "", ""); !strings.Contains(body, "\nfirst_name_total ") {
+	if _, body := get(t, http.DefaultClient, url, "", ""); !strings.Contains(body, "\nfirst_name ") {
 		t.Fatalf("v1 not served:\n%.500s", body)
 	}
 
-	v2 := "rules:\n  - pattern: 'dev.handlerkit.sample<type=Counter><>Count'\n    name: second_name_total\n"
+	v2 := "rules:\n  - pattern: 'dev.handlerkit.sample<type=Counter><>Count'\n    name: second_name\n"
 	writeConfig(t, j.config, v2)
 	waitFor(t, "valid reload", 30*time.Second, func() (bool, string) {
 		st, err := readStatus(t, j.dir)
 		return err == nil && st.ConfigSHA256 == sha256Hex([]byte(v2)) && st.Reload != nil && st.Reload.OK,
 			fmt.Sprintf("%+v %v", st, err)
 	})
-	if _, body := get(t, http.DefaultClient, url, "", ""); !strings.Contains(body, "\nsecond_name_total ") ||
-		strings.Contains(body, "first_name_total") {
+	if _, body := get(t, http.DefaultClient, url, "", ""); !strings.Contains(body, "\nsecond_name ") ||
+		strings.Contains(body, "first_name") {
 		t.Fatalf("v2 not served after reload:\n%.500s", body)
 	}
 
-	bad := "rules:\n  - pattern: 'java.lang<type=(Memory>'\n    name: third_name_total\n"
+	bad := "rules:\n  - pattern: 'java.lang<type=(Memory>'\n    name: third_name\n"
 	writeConfig(t, j.config, bad)
 	waitFor(t, "invalid reload reported", 30*time.Second, func() (bool, string) {
 		st, err := readStatus(t, j.dir)
@@ -481,7 +496,7 @@ func TestAgentReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 		st.ConfigSHA256 != sha256Hex([]byte(v2)) {
 		t.Errorf("status after invalid reload = %+v", st)
 	}
-	if _, body := get(t, http.DefaultClient, url, "", ""); !strings.Contains(body, "\nsecond_name_total ") {
+	if _, body := get(t, http.DefaultClient, url, "", ""); !strings.Contains(body, "\nsecond_name ") {
 		t.Fatalf("old config not kept after invalid reload:\n%.500s", body)
 	}
 
@@ -492,7 +507,7 @@ func TestAgentReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 		return err == nil && st.ConfigSHA256 == sha256Hex([]byte(v3)) && strings.Contains(st.RestartRequired, "httpServer"),
 			fmt.Sprintf("%+v %v", st, err)
 	})
-	if lines := agentLines(j.Output()); len(lines) != 1 {
+	if lines := waitAgentLines(t, j.JVM, 1); len(lines) != 1 {
 		t.Errorf("agent lines = %q, want the start's only", lines)
 	}
 	if !j.Alive() {
@@ -594,7 +609,7 @@ func TestAgentRefusesASecondLoadOfItself(t *testing.T) {
 	if err != nil || st.State != "refused" || st.Reason != "agent-already-present" {
 		t.Fatalf("second status = %+v, %v\n%s", st, err, j.Output())
 	}
-	if lines := agentLines(j.Output()); len(lines) != 2 || !strings.Contains(lines[0], "serving") ||
+	if lines := waitAgentLines(t, j, 2); len(lines) != 2 || !strings.Contains(lines[0], "serving") ||
 		!strings.Contains(lines[1], "refused: agent-already-present") {
 		t.Errorf("agent lines = %q", lines)
 	}
