@@ -500,6 +500,27 @@ func TestAgentReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 		t.Fatalf("old config not kept after invalid reload:\n%.500s", body)
 	}
 
+	// Rules the collector accepts, with an httpServer section the agent rejects: nothing of it applies, not even
+	// through the collector's own reload of a changed file.
+	badHTTP := "httpServer:\n  authentication:\n    basic:\n      username: prom\n" +
+		"rules:\n  - pattern: 'dev.handlerkit.sample<type=Counter><>Count'\n    name: fourth_name\n"
+	writeConfig(t, j.config, badHTTP)
+	waitFor(t, "invalid httpServer reload reported", 30*time.Second, func() (bool, string) {
+		st, err := readStatus(t, j.dir)
+		return err == nil && st.Reload != nil && st.Reload.ConfigSHA256 == sha256Hex([]byte(badHTTP)),
+			fmt.Sprintf("%+v %v", st, err)
+	})
+	if st, _ := readStatus(t, j.dir); st.Reload.OK || !strings.Contains(st.Reload.Message, "password is a required string") {
+		t.Errorf("status after invalid httpServer reload = %+v", st)
+	}
+	for i := 0; i < 3; i++ {
+		time.Sleep(400 * time.Millisecond)
+		if _, body := get(t, http.DefaultClient, url, "", ""); strings.Contains(body, "fourth_name") ||
+			!strings.Contains(body, "\nsecond_name ") {
+			t.Fatalf("a rejected config is served:\n%.500s", body)
+		}
+	}
+
 	v3 := "httpServer:\n  threads:\n    minimum: 1\n    maximum: 2\n    keepAliveTime: 30\n" + v2
 	writeConfig(t, j.config, v3)
 	waitFor(t, "httpServer change reported", 30*time.Second, func() (bool, string) {

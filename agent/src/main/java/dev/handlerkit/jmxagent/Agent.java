@@ -294,9 +294,12 @@ public final class Agent {
         }
 
         /**
-         * Reads, parses and compiles the config file. The collector reads the file itself; the bytes are read
-         * before and after, and the compile is repeated (a few times) until both reads agree, so that sha256 names
-         * the bytes the collector compiled.
+         * Reads, parses and compiles the config file.
+         *
+         * <p>The collector compiles a private snapshot of the bytes read (removed right after), not the file
+         * itself: so sha256 names exactly the bytes compiled, and the collector's own reload, which re-reads its
+         * file whenever the file's modification time changes, never applies a config the agent has not checked
+         * (the snapshot is gone, and a missing file never looks newer).
          *
          * @throws Failure when the config is invalid, with the collector's or the parser's message
          */
@@ -304,29 +307,43 @@ public final class Agent {
             // jmx_exporter does the same first: the platform MBean server from the agent's own class loader
             // context avoids class loader surprises in the collector later.
             ManagementFactory.getPlatformMBeanServer();
-            String lastSHA = "";
-            for (int attempt = 0; ; attempt++) {
-                byte[] before;
+            byte[] bytes;
+            try {
+                bytes = read(config);
+            } catch (IOException e) {
+                throw new Failure("", "cannot read config file: " + e, e);
+            } catch (ConfigException e) {
+                throw new Failure("", e.getMessage(), e);
+            }
+            String sha = sha256(bytes);
+            Path snapshot = snapshot(config, bytes);
+            try {
+                return compile(snapshot, bytes, sha);
+            } finally {
                 try {
-                    before = read(config);
+                    Files.deleteIfExists(snapshot);
                 } catch (IOException e) {
-                    throw new Failure("", "cannot read config file: " + e, e);
-                } catch (ConfigException e) {
-                    throw new Failure("", e.getMessage(), e);
-                }
-                String sha = sha256(before);
-                lastSHA = sha;
-                Compiled c = compile(config, before, sha);
-                byte[] after;
-                try {
-                    after = read(config);
-                } catch (IOException e) {
-                    throw new Failure(sha, "cannot read config file: " + e, e);
-                }
-                if (sha.equals(sha256(after)) || attempt >= 4) {
-                    return c;
+                    // Left behind in a temporary directory.
                 }
             }
+        }
+
+        /** Writes bytes to a new private file next to config, or in the temporary directory if that fails. */
+        private static Path snapshot(Path config, byte[] bytes) throws IOException {
+            Path dir = config.getParent();
+            Path p;
+            try {
+                p = Files.createTempFile(dir, ".agent-config-", ".yaml");
+            } catch (IOException | RuntimeException e) {
+                p = Files.createTempFile("handlerkit-jmx-agent-config-", ".yaml");
+            }
+            try {
+                Files.write(p, bytes);
+            } catch (IOException e) {
+                Files.deleteIfExists(p);
+                throw e;
+            }
+            return p;
         }
 
         private static Compiled compile(Path config, byte[] bytes, String sha) {
