@@ -647,3 +647,116 @@ func writeTemp(t *testing.T, config string) string {
 	}
 	return p
 }
+
+// jmx_exporter loaded at run time from a renamed jar leaves no trace on the command line or in the environment:
+// its loaded classes give it away. (Dynamic loading here goes through jcmd; jmx-attach's own tests cover
+// loading through jmx-attach.)
+func TestAgentRefusesWhenJmxExporterClassesAreLoaded(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	jcmd := filepath.Join(filepath.Dir(java), "jcmd")
+	upstream, err := JMXExporterJar(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	renamed := filepath.Join(dir, "exporter.jar")
+	data, err := os.ReadFile(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(renamed, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	upConfig := writeTemp(t, "rules:\n  - pattern: '.*'\n")
+	ourConfig := writeTemp(t, formatConfig)
+	upPort, port := freePort(t), freePort(t)
+	j := StartJVM(t, Options{App: testSampleApp(t), Java: java})
+	load := func(jar, arg string) {
+		t.Helper()
+		out, err := exec.Command(jcmd, strconv.Itoa(j.Pid), "JVMTI.agent_load", jar, arg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("jcmd JVMTI.agent_load %s: %v\n%s", jar, err, out)
+		}
+	}
+	load(renamed, fmt.Sprintf("%d:%s", upPort, upConfig))
+	load(testAgentJar(t), fmt.Sprintf("%d:%s", port, ourConfig))
+	st, err := readStatus(t, filepath.Dir(ourConfig))
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, j.Output())
+	}
+	if st.State != "refused" || st.Reason != "agent-already-present" || !strings.Contains(st.Message, "io.prometheus.jmx.") {
+		t.Errorf("status = %+v", st)
+	}
+	if code, _ := get(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", upPort), "", ""); code != http.StatusOK {
+		t.Errorf("upstream agent not serving: %d", code)
+	}
+	if !j.Alive() {
+		t.Fatalf("JVM died:\n%s", j.Output())
+	}
+}
+
+// JAVA_TOOL_OPTIONS naming jmx_exporter's agent counts as jmx_exporter present, whatever the order of the agents.
+func TestAgentRefusesWhenJavaToolOptionsNameJmxExporter(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	upstream, err := JMXExporterJar(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upPort, port := freePort(t), freePort(t)
+	t.Setenv("JAVA_TOOL_OPTIONS", fmt.Sprintf("-javaagent:%s=%d:%s", upstream, upPort, writeTemp(t, "rules:\n  - pattern: '.*'\n")))
+	j := startWithAgent(t, java, formatConfig, port)
+	st, err := readStatus(t, j.dir)
+	if err != nil || st.State != "refused" || st.Reason != "agent-already-present" {
+		t.Fatalf("status = %+v, %v\n%s", st, err, j.Output())
+	}
+	if !j.Alive() {
+		t.Fatalf("JVM died:\n%s", j.Output())
+	}
+}
+
+// PBKDF2-hashed passwords, as jmx_exporter documents them: hex of PBKDF2 over the UTF-8 salt.
+func TestAgentBasicAuthenticationWithPBKDF2(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	// PBKDF2WithHmacSHA256("s3cret", salt "pepper", 1000 iterations, 128 bits), computed by the JDK below.
+	hash := pbkdf2Hex(t, java, "s3cret", "pepper", 1000, 128)
+	port := freePort(t)
+	startWithAgent(t, java, "httpServer:\n  authentication:\n    basic:\n      username: prom\n"+
+		"      algorithm: PBKDF2WithHmacSHA256\n      salt: pepper\n      iterations: 1000\n      keyLength: 128\n"+
+		"      passwordHash: "+hash+"\nrules:\n  - pattern: '.*'\n", port)
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	if code, _ := get(t, http.DefaultClient, url, "prom", "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("wrong password: %d, want 401", code)
+	}
+	if code, _ := get(t, http.DefaultClient, url, "prom", "s3cret"); code != http.StatusOK {
+		t.Errorf("right password: %d, want 200", code)
+	}
+}
+
+// pbkdf2Hex computes a PBKDF2WithHmacSHA256 hash with the JDK itself (jshell-free: a one-file java program).
+func pbkdf2Hex(t *testing.T, java, password, salt string, iterations, bits int) string {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "Hash.java")
+	prog := `public class Hash { public static void main(String[] a) throws Exception {
+  javax.crypto.spec.PBEKeySpec s = new javax.crypto.spec.PBEKeySpec(a[0].toCharArray(),
+      a[1].getBytes("UTF-8"), Integer.parseInt(a[2]), Integer.parseInt(a[3]));
+  byte[] h = javax.crypto.SecretKeyFactory.getInstance("PBKDF2WithHmacSHA256").generateSecret(s).getEncoded();
+  StringBuilder b = new StringBuilder(); for (byte x : h) b.append(String.format("%02x", x));
+  System.out.println(b); } }`
+	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(java, src, password, salt, strconv.Itoa(iterations), strconv.Itoa(bits)).Output()
+	if err != nil {
+		t.Fatalf("hash: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
