@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -760,3 +762,51 @@ func pbkdf2Hex(t *testing.T, java, password, salt string, iterations, bits int) 
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// The same config served by jmx_exporter's own agent (1.0.1) and by this agent gives the same series: names, label
+// names and TYPE lines (values differ, and build info names the agent).
+func TestAgentSeriesMatchJmxExporter(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	upstream, err := JMXExporterJar(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upPort, port := freePort(t), freePort(t)
+	StartJVM(t, Options{App: testSampleApp(t), Java: java, JVMArgs: []string{"-Xmx64m",
+		fmt.Sprintf("-javaagent:%s=%d:%s", upstream, upPort, writeTemp(t, formatConfig))}})
+	startWithAgent(t, java, formatConfig, port)
+	shape := func(port int) []string {
+		_, body := get(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), "", "")
+		seen := map[string]bool{}
+		for _, line := range strings.Split(body, "\n") {
+			switch {
+			case line == "" || strings.HasPrefix(line, "# HELP"):
+				continue
+			case strings.HasPrefix(line, "# TYPE"):
+				seen[line] = true
+			default:
+				series := line[:strings.LastIndex(line, " ")]
+				seen[labelValues.ReplaceAllString(series, `=""`)] = true
+			}
+		}
+		var out []string
+		for k := range seen {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return out
+	}
+	want, got := shape(upPort), shape(port)
+	if strings.Join(want, "\n") != strings.Join(got, "\n") {
+		t.Errorf("series differ from jmx_exporter 1.0.1's\nupstream:\n%s\n\nthis agent:\n%s", strings.Join(want, "\n"),
+			strings.Join(got, "\n"))
+	}
+	if len(got) < 20 {
+		t.Errorf("only %d series and types", len(got))
+	}
+}
+
+var labelValues = regexp.MustCompile(`="(?:[^"\\]|\\.)*"`)
