@@ -402,6 +402,18 @@ rules:
 	}
 }
 
+// yamlBomb is a billion-laughs document: a few lines that expand to 10^9 nodes without alias limits.
+const yamlBomb = `a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+`
+
 // The configs that end a JVM running jmx_exporter's own agent leave this one alive, refused with the collector's
 // or the parser's own message.
 func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
@@ -419,6 +431,27 @@ func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
 			config: "httpServer:\n  authentication:\n    basic:\n      username: prom\nrules:\n  - pattern: '.*'\n",
 			reason: "config-invalid", message: "/httpServer/authentication/basic/password is a required string"},
 		{name: "not yaml", config: "rules: [\n", reason: "config-invalid", message: ""},
+		{name: "exclude with trailing comma", config: "excludeObjectNames: [\"java.lang:type=Memory,\"]\n",
+			reason: "config-invalid", message: ""},
+		{name: "agent mode with jmxUrl", config: "jmxUrl: service:jmx:rmi:///jndi/rmi://127.0.0.1:1/jmxrmi\n",
+			reason: "config-invalid", message: "jmxUrl"},
+		{name: "yaml bomb", config: yamlBomb, reason: "config-invalid", message: "aliases"},
+		{name: "not a map", config: "- rules\n- pattern\n", reason: "config-invalid", message: ""},
+		{name: "invalid utf-8", config: "rules:\n  - pattern: \"\xff\xfe\"\n", reason: "config-invalid", message: "not valid UTF-8"},
+		{name: "unsupported hash algorithm",
+			config: "httpServer:\n  authentication:\n    basic:\n      username: u\n      algorithm: MD5\n      passwordHash: aa\n",
+			reason: "config-invalid", message: "Unsupported /httpServer/authentication/basic/algorithm [MD5]"},
+		{name: "hash without salt",
+			config: "httpServer:\n  authentication:\n    basic:\n      username: u\n      algorithm: SHA-256\n      passwordHash: aa\n",
+			reason: "config-invalid", message: "/httpServer/authentication/basic/salt is a required string"},
+		{name: "missing key store",
+			config: "httpServer:\n  ssl:\n    keyStore:\n      filename: /nonexistent.p12\n      password: x\n    certificate:\n      alias: a\n",
+			reason: "config-invalid", message: "/nonexistent.p12"},
+		{name: "threads maximum below minimum",
+			config: "httpServer:\n  threads:\n    minimum: 5\n    maximum: 2\n    keepAliveTime: 10\n",
+			reason: "config-invalid", message: "/httpServer/threads/maximum"},
+		{name: "openTelemetry", config: "openTelemetry:\n  endpoint: http://127.0.0.1:4317\n",
+			reason: "config-invalid", message: "/openTelemetry is not supported"},
 		{name: "port in use", config: "rules:\n  - pattern: '.*'\n", busyPort: true,
 			reason: "port-in-use", message: "Address already in use"},
 	}

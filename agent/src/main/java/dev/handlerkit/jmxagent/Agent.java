@@ -352,7 +352,9 @@ public final class Agent {
                 LoaderOptions opts = new LoaderOptions();
                 opts.setAllowDuplicateKeys(false);
                 opts.setMaxAliasesForCollections(50);
-                doc = new Yaml(new SafeConstructor(opts)).load(new String(bytes, java.nio.charset.StandardCharsets.UTF_8));
+                doc = new Yaml(new SafeConstructor(opts)).load(decode(bytes));
+            } catch (Failure f) {
+                throw f;
             } catch (Throwable t) {
                 throw new Failure(sha, "invalid YAML: " + describe(t), t);
             }
@@ -397,6 +399,35 @@ public final class Agent {
                         + " handlerkit-jmx-agent", null);
             }
             return new Compiled(sha, collector, http, exclude);
+        }
+
+        /**
+         * Decodes a YAML document strictly: UTF-16 with a byte order mark, else UTF-8 (a byte order mark
+         * allowed). Bytes that are not valid in the encoding are an error, where a lenient decoder would turn them
+         * into replacement characters inside patterns and names.
+         */
+        private static String decode(byte[] bytes) {
+            java.nio.charset.Charset cs = java.nio.charset.StandardCharsets.UTF_8;
+            int skip = 0;
+            if (bytes.length >= 2 && (bytes[0] & 0xff) == 0xfe && (bytes[1] & 0xff) == 0xff) {
+                cs = java.nio.charset.StandardCharsets.UTF_16BE;
+                skip = 2;
+            } else if (bytes.length >= 2 && (bytes[0] & 0xff) == 0xff && (bytes[1] & 0xff) == 0xfe) {
+                cs = java.nio.charset.StandardCharsets.UTF_16LE;
+                skip = 2;
+            } else if (bytes.length >= 3 && (bytes[0] & 0xff) == 0xef && (bytes[1] & 0xff) == 0xbb
+                    && (bytes[2] & 0xff) == 0xbf) {
+                skip = 3;
+            }
+            try {
+                return cs.newDecoder()
+                        .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+                        .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
+                        .decode(java.nio.ByteBuffer.wrap(bytes, skip, bytes.length - skip))
+                        .toString();
+            } catch (java.nio.charset.CharacterCodingException e) {
+                throw new Failure(sha256(bytes), "the config is not valid " + cs.name() + ": " + e, e);
+            }
         }
 
         /** Reports whether a reload from this config to next needs a restart of the JVM to take full effect. */
