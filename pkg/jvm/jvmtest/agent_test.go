@@ -468,6 +468,8 @@ func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
 		{name: "threads maximum below minimum",
 			config: "httpServer:\n  threads:\n    minimum: 5\n    maximum: 2\n    keepAliveTime: 10\n",
 			reason: "config-invalid", message: "/httpServer/threads/maximum"},
+		{name: "huge message", config: "rules:\n  - pattern: '(" + strings.Repeat("java.lang", 4000) + "'\n",
+			reason: "config-invalid", message: "Unclosed group"},
 		{name: "openTelemetry", config: "openTelemetry:\n  endpoint: http://127.0.0.1:4317\n",
 			reason: "config-invalid", message: "/openTelemetry is not supported"},
 		{name: "port in use", config: "rules:\n  - pattern: '.*'\n", busyPort: true,
@@ -912,5 +914,36 @@ func TestAgentRefusesAPortItMayNotBind(t *testing.T) {
 	t.Logf("refused %s: %s", st.Reason, st.Message)
 	if !j.Alive() {
 		t.Fatalf("JVM died:\n%s", j.Output())
+	}
+}
+
+// agentmain, the entry point jmx-attach uses, on every JDK here: loaded at run time with jcmd, it serves.
+func TestAgentLoadsAtRunTime(t *testing.T) {
+	for name, java := range agentJDKs(t) {
+		t.Run(name, func(t *testing.T) {
+			jcmd := filepath.Join(filepath.Dir(java), "jcmd")
+			if _, err := os.Stat(jcmd); err != nil {
+				t.Skip("no jcmd")
+			}
+			config := writeTemp(t, formatConfig)
+			port := freePort(t)
+			j := StartJVM(t, Options{App: testSampleApp(t), Java: java})
+			out, err := exec.Command(jcmd, strconv.Itoa(j.Pid), "JVMTI.agent_load", testAgentJar(t),
+				fmt.Sprintf("%d:%s", port, config)).CombinedOutput()
+			if err != nil {
+				t.Fatalf("jcmd: %v\n%s", err, out)
+			}
+			st, err := readStatus(t, filepath.Dir(config))
+			if err != nil || st.State != "serving" {
+				t.Fatalf("status = %+v, %v\n%s", st, err, j.Output())
+			}
+			if code, body := get(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), "", ""); code != http.StatusOK ||
+				!strings.Contains(body, "sample_requests_total") {
+				t.Errorf("GET /metrics: %d\n%.300s", code, body)
+			}
+			if lines := waitAgentLines(t, j, 1); len(lines) != 1 || !strings.Contains(lines[0], "serving on") {
+				t.Errorf("agent lines = %q", lines)
+			}
+		})
 	}
 }
