@@ -947,3 +947,32 @@ func TestAgentLoadsAtRunTime(t *testing.T) {
 		})
 	}
 }
+
+// A runtime trimmed with jlink and without jdk.httpserver (common in small images): jvm-unsupported, JVM alive.
+func TestAgentRefusesARuntimeWithoutTheHTTPServerModule(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	home := filepath.Dir(filepath.Dir(java))
+	jlink := filepath.Join(home, "bin", "jlink")
+	if _, err := os.Stat(filepath.Join(home, "jmods", "java.base.jmod")); err != nil {
+		t.Skip("no jmods to link a runtime from")
+	}
+	rt := filepath.Join(t.TempDir(), "rt")
+	out, err := exec.Command(jlink, "--add-modules", "java.base,java.management,java.instrument,java.logging",
+		"--no-header-files", "--no-man-pages", "--output", rt).CombinedOutput()
+	if err != nil {
+		t.Fatalf("jlink: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	j := startWithAgent(t, filepath.Join(rt, "bin", "java"), formatConfig, port)
+	st, err := readStatus(t, j.dir)
+	if err != nil || st.State != "refused" || st.Reason != "jvm-unsupported" || !strings.Contains(st.Message, "jdk.httpserver") {
+		t.Fatalf("status = %+v, %v\n%s", st, err, j.Output())
+	}
+	time.Sleep(500 * time.Millisecond)
+	if !j.Alive() {
+		t.Fatalf("JVM died:\n%s", j.Output())
+	}
+}
