@@ -111,6 +111,14 @@ public final class Agent {
         AgentArgs args;
         try {
             args = AgentArgs.parse(arg);
+        } catch (AgentArgs.Invalid e) {
+            Path dir = null;
+            try {
+                dir = Paths.get(e.configFile).toAbsolutePath().getParent();
+            } catch (RuntimeException ignored) {
+                // No directory to write the status into: the stderr line reports the refusal.
+            }
+            return refuse(st, dir, CONFIG_INVALID, e.getMessage());
         } catch (IllegalArgumentException e) {
             return refuse(st, null, CONFIG_INVALID, e.getMessage());
         }
@@ -256,9 +264,6 @@ public final class Agent {
 
     /** Returns the message of t, or its class name when it has none. */
     static String describe(Throwable t) {
-        if (t instanceof ExceptionWrapper) {
-            t = t.getCause();
-        }
         String m = t.getMessage();
         if (m == null || m.trim().isEmpty()) {
             return t.getClass().getName();
@@ -299,15 +304,6 @@ public final class Agent {
                 }
             }
             return out.toByteArray();
-        }
-    }
-
-    /** ExceptionWrapper marks a checked exception carried through a lambda; describe reports its cause. */
-    static final class ExceptionWrapper extends RuntimeException {
-        private static final long serialVersionUID = 1L;
-
-        ExceptionWrapper(Throwable cause) {
-            super(cause);
         }
     }
 
