@@ -377,9 +377,13 @@ func (in *Injector) reportEarlierLoad(res InjectResult, prev marker) InjectResul
 	return res
 }
 
-// checkBeforeSignal runs the checks that need the JVM but do not touch it and do not depend on its age: the
-// agent can bind its port, and the JVM accepts an agent over the attach protocol.
+// checkBeforeSignal runs the checks that need the JVM but do not touch it and do not depend on its age: no
+// exporter agent runs in it already, the agent can bind its port, and the JVM accepts an agent over the attach
+// protocol.
 func (in *Injector) checkBeforeSignal(j JVM, a Agent) error {
+	if err := checkNoExporterAgent(j); err != nil {
+		return err
+	}
 	if err := CheckPort(j, a.Host, a.Port); err != nil {
 		return err
 	}
