@@ -117,6 +117,8 @@ Flags:
                         socket; refused only after D (default 0: no waiting)
   --attach-timeout D    wait for the JVM's attach socket (default 10s)
   --http-timeout D      wait for the port to answer HTTP; 0 skips the check (default 15s)
+  --reload-timeout D    a JVM injected before with another config is given the new one, as reconfigure does;
+                        wait this long for the agent's verdict on it (default 15s)
   --target-dir DIR      directory in the JVM's filesystem in which each injection creates its own directory
                         for the jar and config; only root or the JVM's user may be able to change it (default /tmp)
   --termination-log F   also write the results to F when it exists, as JSON lines that fit in 4,096 bytes
@@ -130,9 +132,11 @@ jvm.ParseInjectResult, the termination log with jvm.ParseTerminationLog):
    "javaVersion":"17.0.15","startedAt":"2026-05-04T10:11:12.34Z"}
 status is "ok", "already-injected" (a success) or "error"; an error carries a reason such as not-jvm,
 too-young, attach-disabled, dynamic-loading-disabled, sigquit-not-handled, agent-jar-invalid, config-invalid,
-bundle-invalid, port-in-use, port-not-permitted, port-check-failed, args-too-long, copy-failed, lock-failed,
-proc-access-denied, attach-timeout, connect-failed, agent-load-failed, agent-start-failed, agent-not-listening,
-http-check-failed, process-gone, invalid-request, internal (docs/jmx-attach.md explains each).
+bundle-invalid, agent-already-present, config-rejected, insufficient-memory, root-inaccessible, port-in-use,
+port-not-permitted, port-check-failed, args-too-long, copy-failed, lock-failed, proc-access-denied,
+attach-timeout, connect-failed, agent-load-failed, agent-start-failed, agent-not-listening, http-check-failed,
+process-gone, invalid-request, internal (docs/jmx-attach.md explains each). An optional "note" adds a remark,
+such as a new httpServer section that takes effect only at the JVM's next start.
 
 Exit codes: 0 all ok or already injected, 1 some JVM failed, 2 bad command line, 3 --all found no JVM (or
 none matching --jvm), 4 agent jar, config or bundle invalid (nothing touched), 5 /proc could not be read.
@@ -144,8 +148,11 @@ Replaces the exporter config of agents that "jmx-attach inject" loaded before. F
 new config exactly as inject does (a bad config never reaches the agent), takes the JVM's lock, finds the
 config file the agent reads from the JVM's marker, checks it as inject checks its copies (inside a
 handlerkit-jmx-<random> directory that only root or the JVM's user can change), and, unless the file already
-holds the new bytes, writes a new read-only file beside it and renames it over the old one. jmx_exporter reads
-the file again at its next scrape. The agent's port cannot change while it runs.
+holds the new bytes, writes a new read-only file beside it and renames it over the old one. The agent reads
+the file again; the project's agent then reports its verdict in agent-status.json beside it, which is waited
+for (--reload-timeout): ok (or unchanged) when it serves the new config, config-rejected with its message when
+it refused it and kept the old one. jmx_exporter's own agent reports nothing: ok once the file is written. The
+agent's port cannot change while it runs; a changed httpServer section is reported in "note".
 
 Flags:
   --config FILE         the new exporter config on this machine
@@ -156,12 +163,13 @@ Flags:
   --all                 reconfigure every JVM found
   --jvm PATTERN         with --all, only JVMs whose main class or jar matches (as for inject)
   --json                print result lines as JSON
+  --reload-timeout D    wait this long for the agent's verdict on the new config (default 15s)
   --termination-log F   also write the results to F when it exists (default /dev/termination-log)
   --extra-config-keys K comma-separated top-level config keys to accept besides the known jmx_exporter ones
 
 Result lines are those of inject. status is "ok" (replaced), "unchanged" (already held these bytes; a
-success) or "error" with a reason such as not-injected, config-invalid, bundle-invalid, copy-failed,
-lock-failed, proc-access-denied, not-jvm, process-gone. port is the agent's port, from the marker.
+success) or "error" with a reason such as not-injected, config-invalid, config-rejected, bundle-invalid,
+copy-failed, lock-failed, proc-access-denied, not-jvm, process-gone, internal (no verdict in time). port is the agent's port, from the marker.
 
 Exit codes: 0 every JVM reconfigured or unchanged, 1 some JVM failed, 2 bad command line, 3 --all found no
 JVM (or none matching --jvm), 4 config or bundle invalid (nothing touched), 5 /proc could not be read.
@@ -414,6 +422,7 @@ func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		wait        = fs.Duration("wait", 0, "")
 		attachTO    = fs.Duration("attach-timeout", jvm.DefaultAttachTimeout, "")
 		httpTO      = fs.Duration("http-timeout", jvm.DefaultHTTPTimeout, "")
+		reloadTO    = fs.Duration("reload-timeout", jvm.DefaultReloadTimeout, "")
 		targetDir   = fs.String("target-dir", jvm.DefaultTargetDir, "")
 		termination = fs.String("termination-log", defaultTerminationLog, "")
 		extraKeys   = fs.String("extra-config-keys", "", "")
@@ -442,7 +451,8 @@ func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitUsage
 	}
 	in, err := jvm.NewInjector(jvm.WithMinAge(*minAge), jvm.WithWait(*wait), jvm.WithAttachTimeout(*attachTO),
-		jvm.WithHTTPTimeout(*httpTO), jvm.WithTargetDir(*targetDir), jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
+		jvm.WithHTTPTimeout(*httpTO), jvm.WithReloadTimeout(*reloadTO), jvm.WithTargetDir(*targetDir),
+		jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
 	if err != nil {
 		fmt.Fprintf(stderr, "jmx-attach inject: %v\n", err)
 		return exitUsage
@@ -490,6 +500,7 @@ func runReconfigure(ctx context.Context, args []string, stdin io.Reader, stdout,
 		pid         = fs.Int("pid", 0, "")
 		all         = fs.Bool("all", false, "")
 		asJSON      = fs.Bool("json", false, "")
+		reloadTO    = fs.Duration("reload-timeout", jvm.DefaultReloadTimeout, "")
 		termination = fs.String("termination-log", defaultTerminationLog, "")
 		extraKeys   = fs.String("extra-config-keys", "", "")
 	)
@@ -505,7 +516,7 @@ func runReconfigure(ctx context.Context, args []string, stdin io.Reader, stdout,
 		fmt.Fprintf(stderr, "jmx-attach reconfigure: %s\n\n%s", strings.Join(problems, "; "), reconfigureHelp)
 		return exitUsage
 	}
-	in, err := jvm.NewInjector(jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
+	in, err := jvm.NewInjector(jvm.WithReloadTimeout(*reloadTO), jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
 	if err != nil {
 		fmt.Fprintf(stderr, "jmx-attach reconfigure: %v\n", err)
 		return exitUsage
