@@ -256,7 +256,10 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	}
 	dir, paths, err := copyToTarget(pid, in.targetDir, j.FSUID, j.FSGID, files.jar, files.config)
 	if err != nil {
-		return fail(&AttachError{Reason: ReasonCopyFailed, Msg: "place agent files", Err: err})
+		if r := ReasonOf(err); r != ReasonRootInaccessible && r != ReasonProcessGone && r != ReasonInsufficientMemory {
+			err = &AttachError{Reason: ReasonCopyFailed, Msg: "place agent files", Err: err}
+		}
+		return fail(err)
 	}
 	defer dir.close()
 	res.AgentPath, res.ConfigPath = paths[0], paths[1]

@@ -83,7 +83,10 @@ func (in *Injector) reconfigure(ctx context.Context, j JVM, configPath string, c
 	}
 	cd, err := openCopiesDir(j, configPath)
 	if err != nil {
-		return fail(&AttachError{Reason: ReasonCopyFailed, Msg: "replace the agent's config", Err: err})
+		if r := ReasonOf(err); r != ReasonRootInaccessible && r != ReasonProcessGone {
+			err = &AttachError{Reason: ReasonCopyFailed, Msg: "replace the agent's config", Err: err}
+		}
+		return fail(err)
 	}
 	defer cd.close()
 	changed, err := cd.replace(config)
