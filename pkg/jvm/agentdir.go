@@ -292,4 +292,3 @@ func trustedOwners(root *targetRoot, uid int) (map[int]bool, error) {
 	}
 	return map[int]bool{0: true, uid: true, os.Geteuid(): true, int(st.Uid): true}, nil
 }
-
