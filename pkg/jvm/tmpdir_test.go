@@ -182,3 +182,22 @@ func TestInjectIntoAJVMWhoseTmpIsASymbolicLink(t *testing.T) {
 		})
 	}
 }
+
+func TestParseMountInfoDecodesEscapesAndSkipsJunk(t *testing.T) {
+	data := []byte("36 35 98:0 /var/lib/kubelet/pods/ab-12/volumes/kubernetes.io~empty-dir/my\\040tmp /tmp rw,noatime master:1 - ext4 /dev/root rw,errors=continue\n" +
+		"garbage line\n" +
+		"37 35 0:30 / /proc rw - proc proc rw\n")
+	m := ParseMountInfo(data)
+	if len(m) != 2 {
+		t.Fatalf("mounts: %+v", m)
+	}
+	got := m[36]
+	if got.Root != "/var/lib/kubelet/pods/ab-12/volumes/kubernetes.io~empty-dir/my tmp" || got.MountPoint != "/tmp" ||
+		got.FSType != "ext4" || got.Source != "/dev/root" || got.SuperOptions != "rw,errors=continue" {
+		t.Fatalf("mount 36: %+v", got)
+	}
+	if !emptyDirRoot.MatchString(got.Root) || emptyDirRoot.MatchString("/tmp") ||
+		emptyDirRoot.MatchString("/var/lib/kubelet/pods/ab-12/volumes/kubernetes.io~host-path/x") {
+		t.Fatal("emptyDirRoot matches the wrong roots")
+	}
+}
