@@ -117,6 +117,10 @@ Flags:
                         socket; refused only after D (default 0: no waiting)
   --attach-timeout D    wait for the JVM's attach socket (default 10s)
   --http-timeout D      wait for the port to answer HTTP; 0 skips the check (default 15s)
+  --min-memory-headroom SIZE
+                        the room the JVM's container must have under its memory limit (cgroup v2 or v1; limit
+                        minus usage, reclaimable file cache not counted), or the JVM is refused with
+                        insufficient-memory before any signal; 0 disables the check (default 32Mi)
   --reload-timeout D    a JVM injected before with another config is given the new one, as reconfigure does;
                         wait this long for the agent's verdict on it (default 15s)
   --target-dir DIR      directory in the JVM's filesystem in which each injection creates its own directory
@@ -423,6 +427,7 @@ func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		attachTO    = fs.Duration("attach-timeout", jvm.DefaultAttachTimeout, "")
 		httpTO      = fs.Duration("http-timeout", jvm.DefaultHTTPTimeout, "")
 		reloadTO    = fs.Duration("reload-timeout", jvm.DefaultReloadTimeout, "")
+		headroom    = fs.String("min-memory-headroom", "32Mi", "")
 		targetDir   = fs.String("target-dir", jvm.DefaultTargetDir, "")
 		termination = fs.String("termination-log", defaultTerminationLog, "")
 		extraKeys   = fs.String("extra-config-keys", "", "")
@@ -446,12 +451,16 @@ func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
+	minHeadroom, err := parseSize(*headroom)
+	if err != nil {
+		problems = append(problems, "--min-memory-headroom: "+err.Error())
+	}
 	if len(problems) > 0 {
 		fmt.Fprintf(stderr, "jmx-attach inject: %s\n\n%s", strings.Join(problems, "; "), injectHelp)
 		return exitUsage
 	}
 	in, err := jvm.NewInjector(jvm.WithMinAge(*minAge), jvm.WithWait(*wait), jvm.WithAttachTimeout(*attachTO),
-		jvm.WithHTTPTimeout(*httpTO), jvm.WithReloadTimeout(*reloadTO), jvm.WithTargetDir(*targetDir),
+		jvm.WithHTTPTimeout(*httpTO), jvm.WithReloadTimeout(*reloadTO), jvm.WithMinMemoryHeadroom(minHeadroom), jvm.WithTargetDir(*targetDir),
 		jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
 	if err != nil {
 		fmt.Fprintf(stderr, "jmx-attach inject: %v\n", err)
@@ -573,6 +582,26 @@ func splitKeys(s string) []string {
 		}
 	}
 	return keys
+}
+
+// parseSize parses a size in bytes: a whole number with an optional binary suffix Ki, Mi or Gi (KiB, MiB and
+// GiB too), as Kubernetes quantities spell them.
+func parseSize(s string) (int64, error) {
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}} {
+		if v, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = v, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size such as 32Mi, 1Gi or 33554432", s)
+	}
+	return n * mult, nil
 }
 
 // parsePorts parses --port: one port, or a comma-separated list.

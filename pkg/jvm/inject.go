@@ -141,6 +141,7 @@ type Injector struct {
 	attachTimeout time.Duration
 	httpTimeout   time.Duration
 	reloadTimeout time.Duration
+	minHeadroom   int64
 	targetDir     string
 	extraKeys     []string
 }
@@ -148,7 +149,7 @@ type Injector struct {
 // NewInjector returns an Injector with the defaults documented on each option.
 func NewInjector(opts ...Option) (*Injector, error) {
 	in := &Injector{minAge: DefaultMinAge, attachTimeout: DefaultAttachTimeout, httpTimeout: DefaultHTTPTimeout,
-		reloadTimeout: DefaultReloadTimeout, targetDir: DefaultTargetDir}
+		reloadTimeout: DefaultReloadTimeout, minHeadroom: DefaultMinMemoryHeadroom, targetDir: DefaultTargetDir}
 	for _, o := range opts {
 		if err := o(in); err != nil {
 			return nil, fmt.Errorf("new injector: %w", err)
@@ -197,8 +198,9 @@ func (in *Injector) precheck(a Agent) (agentFiles, error) {
 //
 //  1. checks that pid is a JVM, the jar, the config, that the agent is not loaded already (marker in the
 //     JVM's /tmp and a listener on the port: then a different config is given to it as Reconfigure does, in
-//     the same run), that no jmx_exporter runs in it as -javaagent, that the agent will be able to bind the
-//     port (CheckPort), and that neither attach nor dynamic agent loading is disabled;
+//     the same run), that no jmx_exporter runs in it as -javaagent, that its container has room for the agent
+//     under its memory limit (WithMinMemoryHeadroom), that the agent will be able to bind the port
+//     (CheckPort), and that neither attach nor dynamic agent loading is disabled;
 //  2. waits until the JVM is at least the minimum age, then checks that its attach listener runs or can be
 //     started without killing it;
 //  3. copies the jar and config into a new directory in the JVM's filesystem (see WithTargetDir), verifies
@@ -470,10 +472,13 @@ func (in *Injector) reportEarlierLoad(ctx context.Context, j JVM, res InjectResu
 }
 
 // checkBeforeSignal runs the checks that need the JVM but do not touch it and do not depend on its age: no
-// exporter agent runs in it already, the agent can bind its port, and the JVM accepts an agent over the attach
-// protocol.
+// exporter agent runs in it already, its container has room for the agent under its memory limit, the agent
+// can bind its port, and the JVM accepts an agent over the attach protocol.
 func (in *Injector) checkBeforeSignal(j JVM, a Agent) error {
 	if err := checkNoExporterAgent(j); err != nil {
+		return err
+	}
+	if err := checkMemoryHeadroom(j, in.minHeadroom); err != nil {
 		return err
 	}
 	if err := CheckPort(j, a.Host, a.Port); err != nil {
