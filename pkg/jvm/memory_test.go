@@ -73,9 +73,9 @@ func TestCgroupRelMatchesOnlyItsOwnHierarchy(t *testing.T) {
 	}
 }
 
-// TestInsufficientMemoryIsRefusedUntouched moves a JVM into a memory cgroup of its own, with a limit that
-// leaves it less room than the agent needs: the injection is refused with insufficient-memory and the figures,
-// before any signal. With room enough under a raised limit, the same JVM is injected.
+// TestInsufficientMemoryIsRefusedUntouched moves a JVM into a memory cgroup of its own, with a limit 64 MiB above
+// its usage, as jmx-attach on the node sees it: asked for 1 GiB of room, the injection is refused with
+// insufficient-memory and the figures, before any signal; with the default 32 MiB, the same JVM is injected.
 func TestInsufficientMemoryIsRefusedUntouched(t *testing.T) {
 	t.Parallel()
 	needJava(t)
@@ -108,22 +108,19 @@ func TestInsufficientMemoryIsRefusedUntouched(t *testing.T) {
 	if err != nil || len(levels) == 0 || levels[0].Path != cg {
 		t.Fatalf("after the move: %+v %v", levels, err)
 	}
-	inUse := max(levels[0].Usage-levels[0].InactiveFile, 0)
-	// 16 MiB above what is in use: tight for the agent, room enough for an idle JVM during the test.
-	limit := inUse + 16<<20
+	// 64 MiB above the usage: room for the JVM and the test agent, and far less than the 1 GiB asked for first.
+	limit := levels[0].Usage + 64<<20
 	if err := os.WriteFile(filepath.Join(cg, limitFile), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
-		t.Fatalf("set %s to %d (usage %d): %v", limitFile, limit, levels[0].Usage, err)
+		t.Fatalf("set %s to %d: %v", limitFile, limit, err)
 	}
-	res := newTestInjector(t, WithTargetDir(testTargetDir(t))).Inject(t.Context(), jv.Pid, loopbackAgent(freePort(t)))
-	if res.Reason != ReasonInsufficientMemory || !strings.Contains(res.Message, "MiB of room, less than the 32.0 MiB") {
-		t.Fatalf("result %+v, want %s with the figures", res, ReasonInsufficientMemory)
+	res := newTestInjector(t, WithTargetDir(testTargetDir(t)), WithMinMemoryHeadroom(1<<30)).Inject(t.Context(), jv.Pid, loopbackAgent(freePort(t)))
+	if res.Reason != ReasonInsufficientMemory || !strings.Contains(res.Message, "MiB of room, less than the 1024.0 MiB") ||
+		!strings.Contains(res.Message, cg) {
+		t.Fatalf("result %+v, want %s with the figures of %s", res, ReasonInsufficientMemory, cg)
 	}
 	t.Logf("refused: %s", res.Message)
 	assertUntouched(t, jv)
 
-	if err := os.WriteFile(filepath.Join(cg, limitFile), []byte(strconv.FormatInt(inUse+1<<30, 10)), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	port := freePort(t)
 	requireOK(t, newTestInjector(t, WithTargetDir(testTargetDir(t))).Inject(t.Context(), jv.Pid, loopbackAgent(port)))
 	if scrapeHeap(t, jv.Pid, port) <= 0 {
