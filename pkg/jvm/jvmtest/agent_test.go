@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -400,6 +402,18 @@ rules:
 	}
 }
 
+// yamlBomb is a billion-laughs document: a few lines that expand to 10^9 nodes without alias limits.
+const yamlBomb = `a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+`
+
 // The configs that end a JVM running jmx_exporter's own agent leave this one alive, refused with the collector's
 // or the parser's own message.
 func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
@@ -417,6 +431,27 @@ func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
 			config: "httpServer:\n  authentication:\n    basic:\n      username: prom\nrules:\n  - pattern: '.*'\n",
 			reason: "config-invalid", message: "/httpServer/authentication/basic/password is a required string"},
 		{name: "not yaml", config: "rules: [\n", reason: "config-invalid", message: ""},
+		{name: "exclude with trailing comma", config: "excludeObjectNames: [\"java.lang:type=Memory,\"]\n",
+			reason: "config-invalid", message: ""},
+		{name: "agent mode with jmxUrl", config: "jmxUrl: service:jmx:rmi:///jndi/rmi://127.0.0.1:1/jmxrmi\n",
+			reason: "config-invalid", message: "jmxUrl"},
+		{name: "yaml bomb", config: yamlBomb, reason: "config-invalid", message: "aliases"},
+		{name: "not a map", config: "- rules\n- pattern\n", reason: "config-invalid", message: ""},
+		{name: "invalid utf-8", config: "rules:\n  - pattern: \"\xff\xfe\"\n", reason: "config-invalid", message: "not valid UTF-8"},
+		{name: "unsupported hash algorithm",
+			config: "httpServer:\n  authentication:\n    basic:\n      username: u\n      algorithm: MD5\n      passwordHash: aa\n",
+			reason: "config-invalid", message: "Unsupported /httpServer/authentication/basic/algorithm [MD5]"},
+		{name: "hash without salt",
+			config: "httpServer:\n  authentication:\n    basic:\n      username: u\n      algorithm: SHA-256\n      passwordHash: aa\n",
+			reason: "config-invalid", message: "/httpServer/authentication/basic/salt is a required string"},
+		{name: "missing key store",
+			config: "httpServer:\n  ssl:\n    keyStore:\n      filename: /nonexistent.p12\n      password: x\n    certificate:\n      alias: a\n",
+			reason: "config-invalid", message: "/nonexistent.p12"},
+		{name: "threads maximum below minimum",
+			config: "httpServer:\n  threads:\n    minimum: 5\n    maximum: 2\n    keepAliveTime: 10\n",
+			reason: "config-invalid", message: "/httpServer/threads/maximum"},
+		{name: "openTelemetry", config: "openTelemetry:\n  endpoint: http://127.0.0.1:4317\n",
+			reason: "config-invalid", message: "/openTelemetry is not supported"},
 		{name: "port in use", config: "rules:\n  - pattern: '.*'\n", busyPort: true,
 			reason: "port-in-use", message: "Address already in use"},
 	}
@@ -498,6 +533,27 @@ func TestAgentReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 	}
 	if _, body := get(t, http.DefaultClient, url, "", ""); !strings.Contains(body, "\nsecond_name ") {
 		t.Fatalf("old config not kept after invalid reload:\n%.500s", body)
+	}
+
+	// Rules the collector accepts, with an httpServer section the agent rejects: nothing of it applies, not even
+	// through the collector's own reload of a changed file.
+	badHTTP := "httpServer:\n  authentication:\n    basic:\n      username: prom\n" +
+		"rules:\n  - pattern: 'dev.handlerkit.sample<type=Counter><>Count'\n    name: fourth_name\n"
+	writeConfig(t, j.config, badHTTP)
+	waitFor(t, "invalid httpServer reload reported", 30*time.Second, func() (bool, string) {
+		st, err := readStatus(t, j.dir)
+		return err == nil && st.Reload != nil && st.Reload.ConfigSHA256 == sha256Hex([]byte(badHTTP)),
+			fmt.Sprintf("%+v %v", st, err)
+	})
+	if st, _ := readStatus(t, j.dir); st.Reload.OK || !strings.Contains(st.Reload.Message, "password is a required string") {
+		t.Errorf("status after invalid httpServer reload = %+v", st)
+	}
+	for i := 0; i < 3; i++ {
+		time.Sleep(400 * time.Millisecond)
+		if _, body := get(t, http.DefaultClient, url, "", ""); strings.Contains(body, "fourth_name") ||
+			!strings.Contains(body, "\nsecond_name ") {
+			t.Fatalf("a rejected config is served:\n%.500s", body)
+		}
 	}
 
 	v3 := "httpServer:\n  threads:\n    minimum: 1\n    maximum: 2\n    keepAliveTime: 30\n" + v2
@@ -626,3 +682,164 @@ func writeTemp(t *testing.T, config string) string {
 	}
 	return p
 }
+
+// jmx_exporter loaded at run time from a renamed jar leaves no trace on the command line or in the environment:
+// its loaded classes give it away. (Dynamic loading here goes through jcmd; jmx-attach's own tests cover
+// loading through jmx-attach.)
+func TestAgentRefusesWhenJmxExporterClassesAreLoaded(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	jcmd := filepath.Join(filepath.Dir(java), "jcmd")
+	upstream, err := JMXExporterJar(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	renamed := filepath.Join(dir, "exporter.jar")
+	data, err := os.ReadFile(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(renamed, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	upConfig := writeTemp(t, "rules:\n  - pattern: '.*'\n")
+	ourConfig := writeTemp(t, formatConfig)
+	upPort, port := freePort(t), freePort(t)
+	j := StartJVM(t, Options{App: testSampleApp(t), Java: java})
+	load := func(jar, arg string) {
+		t.Helper()
+		out, err := exec.Command(jcmd, strconv.Itoa(j.Pid), "JVMTI.agent_load", jar, arg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("jcmd JVMTI.agent_load %s: %v\n%s", jar, err, out)
+		}
+	}
+	load(renamed, fmt.Sprintf("%d:%s", upPort, upConfig))
+	load(testAgentJar(t), fmt.Sprintf("%d:%s", port, ourConfig))
+	st, err := readStatus(t, filepath.Dir(ourConfig))
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, j.Output())
+	}
+	if st.State != "refused" || st.Reason != "agent-already-present" || !strings.Contains(st.Message, "io.prometheus.jmx.") {
+		t.Errorf("status = %+v", st)
+	}
+	if code, _ := get(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", upPort), "", ""); code != http.StatusOK {
+		t.Errorf("upstream agent not serving: %d", code)
+	}
+	if !j.Alive() {
+		t.Fatalf("JVM died:\n%s", j.Output())
+	}
+}
+
+// JAVA_TOOL_OPTIONS naming jmx_exporter's agent counts as jmx_exporter present, whatever the order of the agents.
+func TestAgentRefusesWhenJavaToolOptionsNameJmxExporter(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	upstream, err := JMXExporterJar(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upPort, port := freePort(t), freePort(t)
+	t.Setenv("JAVA_TOOL_OPTIONS", fmt.Sprintf("-javaagent:%s=%d:%s", upstream, upPort, writeTemp(t, "rules:\n  - pattern: '.*'\n")))
+	j := startWithAgent(t, java, formatConfig, port)
+	st, err := readStatus(t, j.dir)
+	if err != nil || st.State != "refused" || st.Reason != "agent-already-present" {
+		t.Fatalf("status = %+v, %v\n%s", st, err, j.Output())
+	}
+	if !j.Alive() {
+		t.Fatalf("JVM died:\n%s", j.Output())
+	}
+}
+
+// PBKDF2-hashed passwords, as jmx_exporter documents them: hex of PBKDF2 over the UTF-8 salt.
+func TestAgentBasicAuthenticationWithPBKDF2(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	// PBKDF2WithHmacSHA256("s3cret", salt "pepper", 1000 iterations, 128 bits), computed by the JDK below.
+	hash := pbkdf2Hex(t, java, "s3cret", "pepper", 1000, 128)
+	port := freePort(t)
+	startWithAgent(t, java, "httpServer:\n  authentication:\n    basic:\n      username: prom\n"+
+		"      algorithm: PBKDF2WithHmacSHA256\n      salt: pepper\n      iterations: 1000\n      keyLength: 128\n"+
+		"      passwordHash: "+hash+"\nrules:\n  - pattern: '.*'\n", port)
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	if code, _ := get(t, http.DefaultClient, url, "prom", "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("wrong password: %d, want 401", code)
+	}
+	if code, _ := get(t, http.DefaultClient, url, "prom", "s3cret"); code != http.StatusOK {
+		t.Errorf("right password: %d, want 200", code)
+	}
+}
+
+// pbkdf2Hex computes a PBKDF2WithHmacSHA256 hash with the JDK itself (jshell-free: a one-file java program).
+func pbkdf2Hex(t *testing.T, java, password, salt string, iterations, bits int) string {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "Hash.java")
+	prog := `public class Hash { public static void main(String[] a) throws Exception {
+  javax.crypto.spec.PBEKeySpec s = new javax.crypto.spec.PBEKeySpec(a[0].toCharArray(),
+      a[1].getBytes("UTF-8"), Integer.parseInt(a[2]), Integer.parseInt(a[3]));
+  byte[] h = javax.crypto.SecretKeyFactory.getInstance("PBKDF2WithHmacSHA256").generateSecret(s).getEncoded();
+  StringBuilder b = new StringBuilder(); for (byte x : h) b.append(String.format("%02x", x));
+  System.out.println(b); } }`
+	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(java, src, password, salt, strconv.Itoa(iterations), strconv.Itoa(bits)).Output()
+	if err != nil {
+		t.Fatalf("hash: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// The same config served by jmx_exporter's own agent (1.0.1) and by this agent gives the same series: names, label
+// names and TYPE lines (values differ, and build info names the agent).
+func TestAgentSeriesMatchJmxExporter(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	upstream, err := JMXExporterJar(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upPort, port := freePort(t), freePort(t)
+	StartJVM(t, Options{App: testSampleApp(t), Java: java, JVMArgs: []string{"-Xmx64m",
+		fmt.Sprintf("-javaagent:%s=%d:%s", upstream, upPort, writeTemp(t, formatConfig))}})
+	startWithAgent(t, java, formatConfig, port)
+	shape := func(port int) []string {
+		_, body := get(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), "", "")
+		seen := map[string]bool{}
+		for _, line := range strings.Split(body, "\n") {
+			switch {
+			case line == "" || strings.HasPrefix(line, "# HELP"):
+				continue
+			case strings.HasPrefix(line, "# TYPE"):
+				seen[line] = true
+			default:
+				series := line[:strings.LastIndex(line, " ")]
+				seen[labelValues.ReplaceAllString(series, `=""`)] = true
+			}
+		}
+		var out []string
+		for k := range seen {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return out
+	}
+	want, got := shape(upPort), shape(port)
+	if strings.Join(want, "\n") != strings.Join(got, "\n") {
+		t.Errorf("series differ from jmx_exporter 1.0.1's\nupstream:\n%s\n\nthis agent:\n%s", strings.Join(want, "\n"),
+			strings.Join(got, "\n"))
+	}
+	if len(got) < 20 {
+		t.Errorf("only %d series and types", len(got))
+	}
+}
+
+var labelValues = regexp.MustCompile(`="(?:[^"\\]|\\.)*"`)

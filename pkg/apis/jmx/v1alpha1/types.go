@@ -149,7 +149,7 @@ type Agent struct {
 	Image string `json:"image,omitempty"`
 
 	// Path is the absolute path of the agent jar inside Image. Defaults to
-	// DefaultAgentPath (/opt/handlerkit/jmx_prometheus_javaagent.jar).
+	// DefaultAgentPath (/opt/handlerkit/jmx-agent.jar).
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:Pattern=`^/`

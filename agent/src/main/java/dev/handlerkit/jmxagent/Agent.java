@@ -294,9 +294,12 @@ public final class Agent {
         }
 
         /**
-         * Reads, parses and compiles the config file. The collector reads the file itself; the bytes are read
-         * before and after, and the compile is repeated (a few times) until both reads agree, so that sha256 names
-         * the bytes the collector compiled.
+         * Reads, parses and compiles the config file.
+         *
+         * <p>The collector compiles a private snapshot of the bytes read (removed right after), not the file
+         * itself: so sha256 names exactly the bytes compiled, and the collector's own reload, which re-reads its
+         * file whenever the file's modification time changes, never applies a config the agent has not checked
+         * (the snapshot is gone, and a missing file never looks newer).
          *
          * @throws Failure when the config is invalid, with the collector's or the parser's message
          */
@@ -304,29 +307,43 @@ public final class Agent {
             // jmx_exporter does the same first: the platform MBean server from the agent's own class loader
             // context avoids class loader surprises in the collector later.
             ManagementFactory.getPlatformMBeanServer();
-            String lastSHA = "";
-            for (int attempt = 0; ; attempt++) {
-                byte[] before;
+            byte[] bytes;
+            try {
+                bytes = read(config);
+            } catch (IOException e) {
+                throw new Failure("", "cannot read config file: " + e, e);
+            } catch (ConfigException e) {
+                throw new Failure("", e.getMessage(), e);
+            }
+            String sha = sha256(bytes);
+            Path snapshot = snapshot(config, bytes);
+            try {
+                return compile(snapshot, bytes, sha);
+            } finally {
                 try {
-                    before = read(config);
+                    Files.deleteIfExists(snapshot);
                 } catch (IOException e) {
-                    throw new Failure("", "cannot read config file: " + e, e);
-                } catch (ConfigException e) {
-                    throw new Failure("", e.getMessage(), e);
-                }
-                String sha = sha256(before);
-                lastSHA = sha;
-                Compiled c = compile(config, before, sha);
-                byte[] after;
-                try {
-                    after = read(config);
-                } catch (IOException e) {
-                    throw new Failure(sha, "cannot read config file: " + e, e);
-                }
-                if (sha.equals(sha256(after)) || attempt >= 4) {
-                    return c;
+                    // Left behind in a temporary directory.
                 }
             }
+        }
+
+        /** Writes bytes to a new private file next to config, or in the temporary directory if that fails. */
+        private static Path snapshot(Path config, byte[] bytes) throws IOException {
+            Path dir = config.getParent();
+            Path p;
+            try {
+                p = Files.createTempFile(dir, ".agent-config-", ".yaml");
+            } catch (IOException | RuntimeException e) {
+                p = Files.createTempFile("handlerkit-jmx-agent-config-", ".yaml");
+            }
+            try {
+                Files.write(p, bytes);
+            } catch (IOException e) {
+                Files.deleteIfExists(p);
+                throw e;
+            }
+            return p;
         }
 
         private static Compiled compile(Path config, byte[] bytes, String sha) {
@@ -335,7 +352,9 @@ public final class Agent {
                 LoaderOptions opts = new LoaderOptions();
                 opts.setAllowDuplicateKeys(false);
                 opts.setMaxAliasesForCollections(50);
-                doc = new Yaml(new SafeConstructor(opts)).load(new String(bytes, java.nio.charset.StandardCharsets.UTF_8));
+                doc = new Yaml(new SafeConstructor(opts)).load(decode(bytes));
+            } catch (Failure f) {
+                throw f;
             } catch (Throwable t) {
                 throw new Failure(sha, "invalid YAML: " + describe(t), t);
             }
@@ -380,6 +399,35 @@ public final class Agent {
                         + " handlerkit-jmx-agent", null);
             }
             return new Compiled(sha, collector, http, exclude);
+        }
+
+        /**
+         * Decodes a YAML document strictly: UTF-16 with a byte order mark, else UTF-8 (a byte order mark
+         * allowed). Bytes that are not valid in the encoding are an error, where a lenient decoder would turn them
+         * into replacement characters inside patterns and names.
+         */
+        private static String decode(byte[] bytes) {
+            java.nio.charset.Charset cs = java.nio.charset.StandardCharsets.UTF_8;
+            int skip = 0;
+            if (bytes.length >= 2 && (bytes[0] & 0xff) == 0xfe && (bytes[1] & 0xff) == 0xff) {
+                cs = java.nio.charset.StandardCharsets.UTF_16BE;
+                skip = 2;
+            } else if (bytes.length >= 2 && (bytes[0] & 0xff) == 0xff && (bytes[1] & 0xff) == 0xfe) {
+                cs = java.nio.charset.StandardCharsets.UTF_16LE;
+                skip = 2;
+            } else if (bytes.length >= 3 && (bytes[0] & 0xff) == 0xef && (bytes[1] & 0xff) == 0xbb
+                    && (bytes[2] & 0xff) == 0xbf) {
+                skip = 3;
+            }
+            try {
+                return cs.newDecoder()
+                        .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+                        .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
+                        .decode(java.nio.ByteBuffer.wrap(bytes, skip, bytes.length - skip))
+                        .toString();
+            } catch (java.nio.charset.CharacterCodingException e) {
+                throw new Failure(sha256(bytes), "the config is not valid " + cs.name() + ": " + e, e);
+            }
         }
 
         /** Reports whether a reload from this config to next needs a restart of the JVM to take full effect. */
