@@ -314,6 +314,9 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 		return fail(&AttachError{Reason: ReasonInternal, Msg: "agent loaded, but recording it failed", Err: err})
 	}
 	lock.unlock() // the marker is written: another injection now finds it
+	// A JVM that ends now is reported as soon as it ends, not after the checks time out.
+	ctx, stop := watchExit(ctx, j)
+	defer stop()
 	if found {
 		if want := configDigest(files.config.data); st.ConfigSHA256 != want {
 			return fail(&AttachError{Reason: ReasonInternal, Msg: fmt.Sprintf(
@@ -351,6 +354,31 @@ func (in *Injector) goneOr(j JVM, err error) error {
 		return gone
 	}
 	return err
+}
+
+// exitPoll is how often watchExit looks at the JVM.
+const exitPoll = 100 * time.Millisecond
+
+// watchExit returns a context that ends with ctx or when JVM j ends (its pid gone, reused or a zombie), and a
+// function that stops the watch.
+func watchExit(ctx context.Context, j JVM) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(exitPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if st, err := readStat(j.PID); err != nil || st.StartTicks != j.StartTicks || st.State == 'Z' || st.State == 'X' {
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, cancel
 }
 
 // waitListening waits until some socket listens on port in the network namespace of pid, or timeout passes
