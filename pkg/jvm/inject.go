@@ -89,9 +89,11 @@ func WithReloadTimeout(d time.Duration) Option {
 }
 
 // WithTargetDir sets the absolute directory, in the target's filesystem, in which each injection creates a new
-// directory (AgentDirPrefix plus a random suffix) for the agent jar and config. Every component of dir must be a
-// directory, not a symbolic link, that only root or the JVM's user can change (a sticky directory such as /tmp
-// qualifies); otherwise the injection fails with ReasonCopyFailed. Default: DefaultTargetDir.
+// directory (AgentDirPrefix plus a random suffix) for the agent jar and config. Every directory on the way must
+// be one that only root or the JVM's user can change (a sticky directory such as /tmp qualifies, and so does
+// the root of the pod's own emptyDir volume); a symbolic link on the way is followed inside the JVM's root when
+// root or the JVM's user made it, and the copies get the resolved path. Otherwise the injection fails with
+// ReasonCopyFailed. Default: DefaultTargetDir.
 func WithTargetDir(dir string) Option {
 	return func(in *Injector) error {
 		if !path.IsAbs(dir) {
@@ -258,7 +260,7 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	}
 	dir, paths, err := copyToTarget(pid, in.targetDir, j.FSUID, j.FSGID, files.jar, files.config)
 	if err != nil {
-		if r := ReasonOf(err); r != ReasonRootInaccessible && r != ReasonProcessGone && r != ReasonInsufficientMemory {
+		if r := ReasonOf(err); r != ReasonRootInaccessible && r != ReasonProcessGone {
 			err = &AttachError{Reason: ReasonCopyFailed, Msg: "place agent files", Err: err}
 		}
 		return fail(err)
