@@ -124,7 +124,9 @@ Flags:
   --reload-timeout D    a JVM injected before with another config is given the new one, as reconfigure does;
                         wait this long for the agent's verdict on it (default 15s)
   --target-dir DIR      directory in the JVM's filesystem in which each injection creates its own directory
-                        for the jar and config; only root or the JVM's user may be able to change it (default /tmp)
+                        for the jar and config; only root or the JVM's user may be able to change it (a sticky
+                        /tmp, or the pod's own emptyDir volume, qualifies; a symbolic link on the way is resolved
+                        in the JVM's root) (default /tmp)
   --termination-log F   also write the results to F when it exists, as JSON lines that fit in 4,096 bytes
                         (default /dev/termination-log)
   --extra-config-keys K comma-separated top-level config keys to accept besides the known jmx_exporter ones
