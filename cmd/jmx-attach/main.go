@@ -81,13 +81,18 @@ const injectHelp = `Usage: jmx-attach inject (--agent JAR (--config FILE | --con
 
 For each JVM it: checks that the jar has an Agent-Class and the config is a valid jmx_exporter config; takes
 the JVM's lock, so that two jmx-attach never inject one JVM at once; skips a JVM that already has the agent
-(marker in its /tmp and the port listening); refuses a port the agent could not bind in the JVM's network
-namespace (checked by binding it there) and a JVM started with -XX:+DisableAttachMechanism or
--XX:-EnableDynamicAgentLoading; waits until the JVM is --min-age old (or, with --wait, until it can be
-signalled safely); copies the jar and config into a new directory --target-dir/handlerkit-jmx-<random> of the
-JVM's filesystem (mode 0700, the JVM user's; files read-only) and verifies them; loads the agent with
-"load instrument false <jar>=[host:]<port>:<config>"; and waits until http://<host>:<port>/metrics answers. No
-signal is sent before every check passed. The copies are removed when the JVM did not load the agent.
+(marker in its /tmp and the port listening), giving it the new config as reconfigure does when its config
+differs; refuses a JVM that runs a jmx_exporter -javaagent already (agent-already-present), one whose
+container has too little room under its memory limit (insufficient-memory), a port the agent could not bind
+in the JVM's network namespace (checked by binding it there) and a JVM started with
+-XX:+DisableAttachMechanism or -XX:-EnableDynamicAgentLoading; waits until the JVM is --min-age old (or, with
+--wait, until it can be signalled safely); copies the jar and config into a new directory
+--target-dir/handlerkit-jmx-<random> of the JVM's filesystem (mode 0700, the JVM user's; files read-only) and
+verifies them; loads the agent with "load instrument false <jar>=[host:]<port>:<config>"; reads the agent's
+verdict from agent-status.json beside the config (a refusal is an error with the agent's reason and message);
+and waits until the port listens (an agent that reported serving) or http://<host>:<port>/metrics answers (an
+agent that writes no status). No signal is sent before every check passed. The copies are removed when the
+JVM did not load the agent.
 
 It needs no capability when it runs as the JVM's user (or as root against a root JVM whose capabilities it
 has) in the JVM's network namespace: an ephemeral container targeting the JVM's container, or pods/exec.
