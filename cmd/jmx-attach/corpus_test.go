@@ -221,11 +221,16 @@ func TestCorpusOfBadConfigsNeverHarmsAJVM(t *testing.T) {
 					"--termination-log", "")
 				return parseLines(t, out)[0], code, stderr
 			}
+			// Files a config names (a key store) are this JDK's own: the subtests run in parallel.
+			caseDir := filepath.Join(dir, name)
+			if err := os.Mkdir(caseDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			reasons := map[jvm.Reason]int{}
 			refusals := 0 // the attempts the agent itself refused: each is one load
 			for i, tc := range corpus {
 				file := filepath.Join(dir, fmt.Sprintf("%s-case-%02d.yaml", name, i))
-				if err := os.WriteFile(file, tc.config(t, dir), 0o644); err != nil {
+				if err := os.WriteFile(file, tc.config(t, caseDir), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				port := freePort(t)
