@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -238,8 +239,25 @@ func TestAgentJarIsBuiltOnceAndPinnedByItsInputs(t *testing.T) {
 		}
 		// Everything but the manifest lives in the agent's own package: the shaded libraries cannot clash with
 		// the application's own.
-		if !strings.HasPrefix(f.Name, "META-INF/") && !strings.HasPrefix(f.Name, "dev/") {
+		if !strings.HasPrefix(f.Name, "META-INF/") && !strings.HasPrefix(f.Name, "dev/handlerkit/jmxagent/") &&
+			f.Name != "dev/" && f.Name != "dev/handlerkit/" {
 			t.Errorf("jar entry %s outside dev/handlerkit/jmxagent", f.Name)
+		}
+		// Every class, the shaded libraries' too, loads into Java 8 (class file major version 52).
+		if strings.HasSuffix(f.Name, ".class") {
+			rc, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			head := make([]byte, 8)
+			_, err = io.ReadFull(rc, head)
+			rc.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if major := int(head[6])<<8 | int(head[7]); major > 52 {
+				t.Errorf("%s has class file version %d, newer than Java 8's 52", f.Name, major)
+			}
 		}
 	}
 	for _, attr := range []string{"Agent-Class: " + AgentClass, "Premain-Class: " + AgentClass} {
@@ -843,3 +861,56 @@ func TestAgentSeriesMatchJmxExporter(t *testing.T) {
 }
 
 var labelValues = regexp.MustCompile(`="(?:[^"\\]|\\.)*"`)
+
+// A JVM without the right to bind a privileged port: port-not-permitted, and the JVM lives.
+func TestAgentRefusesAPortItMayNotBind(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start a JVM as another user")
+	}
+	// A privileged port that is free (binding it as root proves that).
+	port := 0
+	for p := 900; p < 1000 && port == 0; p++ {
+		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", p)); err == nil {
+			l.Close()
+			port = p
+		}
+	}
+	if port == 0 {
+		t.Skip("no free port below 1024")
+	}
+	// Everything the JVM reads or writes must be reachable by nobody.
+	dir, err := os.MkdirTemp("", "jvmtest-agent-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(testAgentJar(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar := filepath.Join(dir, AgentJarFile)
+	config := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(jar, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, []byte("rules:\n  - pattern: '.*'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := StartJVM(t, Options{App: testSampleApp(t), Java: java, Credential: &syscall.Credential{Uid: 65534, Gid: 65534},
+		JVMArgs: []string{fmt.Sprintf("-javaagent:%s=%d:%s", jar, port, config)}})
+	st, err := readStatus(t, dir)
+	if err != nil || st.State != "refused" || st.Reason != "port-not-permitted" {
+		t.Fatalf("status = %+v, %v\n%s", st, err, j.Output())
+	}
+	t.Logf("refused %s: %s", st.Reason, st.Message)
+	if !j.Alive() {
+		t.Fatalf("JVM died:\n%s", j.Output())
+	}
+}

@@ -115,8 +115,23 @@ public final class Agent {
         }
         st.host = args.host;
         st.port = args.port;
-        Path config = Paths.get(args.configFile).toAbsolutePath();
-        Path dir = config.getParent();
+        Path config;
+        Path dir;
+        try {
+            config = Paths.get(args.configFile).toAbsolutePath();
+            dir = config.getParent();
+        } catch (RuntimeException e) {
+            return refuse(st, null, CONFIG_INVALID, "invalid config file path [" + args.configFile + "]: "
+                    + describe(e));
+        }
+        try {
+            return start(args, config, dir, st, inst);
+        } catch (Throwable t) {
+            return refuse(st, dir, INTERNAL, describe(t));
+        }
+    }
+
+    private static String start(AgentArgs args, Path config, Path dir, Status st, Instrumentation inst) {
         synchronized (LOCK) {
             String already = System.getProperty(SERVING_PROPERTY);
             if (serving != null || already != null) {
