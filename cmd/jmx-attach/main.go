@@ -95,7 +95,9 @@ has) in the JVM's network namespace: an ephemeral container targeting the JVM's 
 Flags:
   --agent JAR           agent jar on this machine
   --config FILE         exporter config on this machine
-  --config-env NAME     read the exporter config from environment variable NAME instead of --config
+  --config-env NAME     read the exporter config from environment variable NAME instead of --config: plain
+                        YAML, or gzip+base64: followed by the base64 of the gzipped config (at most 1 MiB
+                        once decompressed; more, or a value that does not decode, is config-invalid)
   --bundle-stdin        read the agent jar and config from stdin, a tar stream of exactly agent.jar (at most
                         64 MiB) and config.yaml (at most 1 MiB), instead of --agent and --config; stdin is read
                         completely before anything is injected (Go: jvm.WriteBundle writes it)
@@ -147,7 +149,8 @@ the file again at its next scrape. The agent's port cannot change while it runs.
 
 Flags:
   --config FILE         the new exporter config on this machine
-  --config-env NAME     read the new config from environment variable NAME
+  --config-env NAME     read the new config from environment variable NAME (plain YAML or gzip+base64:, as
+                        for inject)
   --bundle-stdin        read the new config from stdin, a tar stream of exactly config.yaml (at most 1 MiB)
   --pid P               reconfigure this pid
   --all                 reconfigure every JVM found
@@ -326,7 +329,8 @@ func (f inputFlags) check() []string {
 }
 
 // agent builds the Agent to inject from the input flags, reading stdin completely when --bundle-stdin is set.
-// An error is an *jvm.AttachError (ReasonBundleInvalid).
+// An error is an *jvm.AttachError (ReasonBundleInvalid, or ReasonConfigInvalid for a --config-env value that
+// does not decode).
 func (f inputFlags) agent(stdin io.Reader) (jvm.Agent, error) {
 	withAgent := f.agentJar != nil
 	switch {
@@ -337,7 +341,11 @@ func (f inputFlags) agent(stdin io.Reader) (jvm.Agent, error) {
 		}
 		return jvm.Agent{Jar: jvm.BundleAgentJar, JarData: b.AgentJar, Config: jvm.BundleConfig, ConfigData: b.Config}, nil
 	case *f.configEnv != "":
-		a := jvm.Agent{Config: jvm.BundleConfig, ConfigData: []byte(os.Getenv(*f.configEnv))}
+		data, err := jvm.DecodeConfigEnv(os.Getenv(*f.configEnv))
+		if err != nil {
+			return jvm.Agent{}, err
+		}
+		a := jvm.Agent{Config: jvm.BundleConfig, ConfigData: data}
 		if withAgent {
 			a.Jar = *f.agentJar
 		}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"debug/elf"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -284,6 +286,38 @@ func TestInjectWithBadConfigExitsFourAndLeavesJVMAlone(t *testing.T) {
 	}
 	if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(jv.Pid)); err == nil || !jv.Alive() {
 		t.Fatalf("JVM was signalled (socket exists) or died (alive=%v)", jv.Alive())
+	}
+}
+
+// TestConfigEnvTakesAGzippedConfigAndRefusesAGzipBomb injects with the compact --config-env form the operator
+// uses, and refuses, before any JVM is touched, a value that decompresses to more than 1 MiB.
+func TestConfigEnvTakesAGzippedConfigAndRefusesAGzipBomb(t *testing.T) {
+	t.Parallel()
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: app})
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	zw.Write([]byte("rules: []\n"))
+	zw.Write(bytes.Repeat([]byte("#"), 32<<20))
+	zw.Close()
+	good, err := jvm.EncodeConfigEnv([]byte("rules:\n- pattern: \".*\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inject := func(value string) (string, string, int) {
+		return runWith(t, nil, []string{"JMX_CONFIG=" + value}, binary, "inject", "--agent", agentJar, "--config-env", "JMX_CONFIG",
+			"--port", strconv.Itoa(freePort(t)), "--host", "127.0.0.1", "--pid", strconv.Itoa(jv.Pid), "--min-age", "0s",
+			"--json", "--target-dir", targetDir(t), "--termination-log", "")
+	}
+	out, stderr, code := inject(jvm.ConfigEnvGzipPrefix + base64.StdEncoding.EncodeToString(bomb.Bytes()))
+	if code != exitBadAgent || parseLines(t, out)[0].Reason != jvm.ReasonConfigInvalid {
+		t.Fatalf("gzip bomb: exit %d, want %d config-invalid: %s %s", code, exitBadAgent, out, stderr)
+	}
+	if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(jv.Pid)); err == nil || !jv.Alive() {
+		t.Fatalf("JVM was signalled (socket exists) or died (alive=%v)", jv.Alive())
+	}
+	out, stderr, code = inject(good)
+	if code != exitOK || parseLines(t, out)[0].Status != jvm.OutcomeOK {
+		t.Fatalf("gzipped config: exit %d: %s %s\njvm: %s", code, out, stderr, jv.Output())
 	}
 }
 

@@ -60,6 +60,9 @@ type JVM struct {
 	// DynamicAgentLoadingDisabled is true when the same places set -XX:-EnableDynamicAgentLoading, with which the
 	// JVM refuses to load an agent over the attach protocol.
 	DynamicAgentLoadingDisabled bool `json:"dynamicAgentLoadingDisabled,omitempty"`
+	// JavaAgents are the jars of the -javaagent options the JVM was started with (command line, with its
+	// @argfiles, and JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS, _JAVA_OPTIONS), as written there.
+	JavaAgents []string `json:"javaAgents,omitempty"`
 	// StartTicks is the start time in clock ticks after boot; with PID it identifies the process.
 	StartTicks uint64 `json:"startTicks"`
 }
@@ -143,6 +146,7 @@ func Inspect(pid int) (JVM, error) {
 	}
 	opts := vmOptions(pid, args)
 	j.AttachDisabled, _ = vmFlag(opts, "DisableAttachMechanism")
+	j.JavaAgents = javaAgents(opts)
 	if enabled, set := vmFlag(opts, "EnableDynamicAgentLoading"); set && !enabled {
 		j.DynamicAgentLoadingDisabled = true
 	}

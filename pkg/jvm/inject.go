@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -27,6 +28,9 @@ const (
 	// DefaultTargetDir is the directory of the target's filesystem in which each injection creates its own
 	// directory, AgentDirPrefix plus a random suffix, for the agent jar and config.
 	DefaultTargetDir = "/tmp"
+	// DefaultReloadTimeout bounds the wait, after a reconfiguration, for the agent to report its verdict on the
+	// new config.
+	DefaultReloadTimeout = 15 * time.Second
 	// DefaultMetricsPath is the path the HTTP check requests.
 	DefaultMetricsPath = "/metrics"
 )
@@ -68,6 +72,18 @@ func WithHTTPTimeout(d time.Duration) Option {
 			return fmt.Errorf("http timeout %s is negative", d)
 		}
 		in.httpTimeout = d
+		return nil
+	}
+}
+
+// WithReloadTimeout sets how long Reconfigure (and Inject, for a JVM injected before with another config) waits
+// for the agent to report its verdict on a new config. Default: DefaultReloadTimeout.
+func WithReloadTimeout(d time.Duration) Option {
+	return func(in *Injector) error {
+		if d <= 0 {
+			return fmt.Errorf("reload timeout %s is not positive", d)
+		}
+		in.reloadTimeout = d
 		return nil
 	}
 }
@@ -124,6 +140,7 @@ type Injector struct {
 	minAge        time.Duration
 	attachTimeout time.Duration
 	httpTimeout   time.Duration
+	reloadTimeout time.Duration
 	targetDir     string
 	extraKeys     []string
 }
@@ -131,7 +148,7 @@ type Injector struct {
 // NewInjector returns an Injector with the defaults documented on each option.
 func NewInjector(opts ...Option) (*Injector, error) {
 	in := &Injector{minAge: DefaultMinAge, attachTimeout: DefaultAttachTimeout, httpTimeout: DefaultHTTPTimeout,
-		targetDir: DefaultTargetDir}
+		reloadTimeout: DefaultReloadTimeout, targetDir: DefaultTargetDir}
 	for _, o := range opts {
 		if err := o(in); err != nil {
 			return nil, fmt.Errorf("new injector: %w", err)
@@ -179,14 +196,17 @@ func (in *Injector) precheck(a Agent) (agentFiles, error) {
 // outcome reaches the operator in the same shape. In order, it:
 //
 //  1. checks that pid is a JVM, the jar, the config, that the agent is not loaded already (marker in the
-//     JVM's /tmp and a listener on the port), that the agent will be able to bind the port (CheckPort), and
-//     that neither attach nor dynamic agent loading is disabled;
+//     JVM's /tmp and a listener on the port: then a different config is given to it as Reconfigure does, in
+//     the same run), that no jmx_exporter runs in it as -javaagent, that the agent will be able to bind the
+//     port (CheckPort), and that neither attach nor dynamic agent loading is disabled;
 //  2. waits until the JVM is at least the minimum age, then checks that its attach listener runs or can be
 //     started without killing it;
 //  3. copies the jar and config into a new directory in the JVM's filesystem (see WithTargetDir), verifies
 //     the copies and checks the port once more;
-//  4. loads the agent over the attach protocol and records the marker;
-//  5. waits until the port answers HTTP.
+//  4. loads the agent over the attach protocol, reads the agent's verdict (AgentStatusFile: a refusal is an
+//     error with the agent's reason and message, and no marker) and records the marker;
+//  5. waits until the port listens (an agent that reported serving) or answers HTTP (an agent that writes no
+//     status, such as jmx_exporter's own).
 //
 // Nothing is signalled before step 4, so a failed check leaves the JVM untouched. When the JVM did not load
 // the agent the copies are removed; once it did, they stay for the JVM's lifetime.
@@ -220,7 +240,7 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	prev, hasMarker := readMarker(j)
 	if hasMarker {
 		res.AgentPath, res.ConfigPath = prev.AgentPath, prev.ConfigPath
-		return in.reportEarlierLoad(res, prev)
+		return in.reportEarlierLoad(ctx, j, res, prev, files.config.data)
 	}
 	if err := in.checkBeforeSignal(j, a); err != nil {
 		return fail(err)
@@ -274,18 +294,78 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	if err != nil {
 		return fail(err)
 	}
+	// The project's agent reports what it made of the config before agentmain returns; jmx_exporter's own
+	// agent writes nothing and is judged by its port answering HTTP.
+	st, found, err := readAgentStatus(dir.fd, dir.dir(), j.FSUID)
+	if err != nil {
+		return fail(in.goneOr(j, &AttachError{Reason: ReasonInternal, Msg: "agent loaded, but its status cannot be trusted", Err: err}))
+	}
+	if found && st.State == AgentRefused {
+		// Nothing serves, so no marker: the agent refuses nothing it has not started, and a later injection
+		// with a config it accepts may load it again. The jar is on the JVM's class path: the copies stay.
+		return fail(refusalError(pid, st))
+	}
 	if err := writeMarker(j, marker{Port: a.Port, AgentPath: res.AgentPath, ConfigPath: res.ConfigPath, StartTicks: j.StartTicks}); err != nil {
 		return fail(&AttachError{Reason: ReasonInternal, Msg: "agent loaded, but recording it failed", Err: err})
 	}
 	lock.unlock() // the marker is written: another injection now finds it
+	if found {
+		if want := configDigest(files.config.data); st.ConfigSHA256 != want {
+			return fail(&AttachError{Reason: ReasonInternal, Msg: fmt.Sprintf(
+				"the agent reports serving a config with SHA-256 %s, but the config copied has %s", st.ConfigSHA256, want)})
+		}
+		// The agent bound its port before it wrote "serving"; its HTTP server may require authentication or
+		// TLS, so the port listening is the check.
+		if err := waitListening(ctx, pid, a.Port, max(in.httpTimeout, time.Second)); err != nil {
+			return fail(in.goneOr(j, err))
+		}
+		res.Status = OutcomeOK
+		res.Message = fmt.Sprintf("agent loaded; serving on port %d (config SHA-256 %.12s)", a.Port, st.ConfigSHA256)
+		return res
+	}
 	if in.httpTimeout > 0 {
 		if err := CheckHTTP(ctx, pid, a.Host, a.Port, in.httpTimeout); err != nil {
-			return fail(err)
+			return fail(in.goneOr(j, err))
 		}
 	}
 	res.Status = OutcomeOK
 	res.Message = fmt.Sprintf("agent loaded; serving on port %d", a.Port)
 	return res
+}
+
+// goneOr returns a process-gone error, saying how the JVM ended when /proc still tells, when JVM j ended (or
+// ends within a second), and err otherwise: a JVM that dies after a load is reported as dead, not as a
+// failed check.
+func (in *Injector) goneOr(j JVM, err error) error {
+	at := &attacher{jvm: j}
+	if gone := at.goneError(); gone != nil {
+		var ae *AttachError
+		if errors.As(gone, &ae) {
+			ae.Msg = strings.Replace(ae.Msg, "during the attach conversation", "after the agent was loaded", 1)
+		}
+		return gone
+	}
+	return err
+}
+
+// waitListening waits until some socket listens on port in the network namespace of pid, or timeout passes
+// (ReasonHTTPCheckFailed).
+func waitListening(ctx context.Context, pid, port int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for delay := 10 * time.Millisecond; ; delay = min(delay*2, 250*time.Millisecond) {
+		ok, err := PortListening(pid, port)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if sleepCtx(ctx, delay) != nil {
+			return &AttachError{Reason: ReasonHTTPCheckFailed, Msg: fmt.Sprintf(
+				"the agent reports serving, but port %d does not listen within %s", port, timeout)}
+		}
+	}
 }
 
 // lockWait bounds the wait for another injection of the same JVM to finish: its age wait, its wait for the JVM
@@ -352,9 +432,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// reportEarlierLoad reports on a JVM whose marker says an agent was loaded into it before: already injected
-// when the port listens, and otherwise an error, since an agent is never loaded twice.
-func (in *Injector) reportEarlierLoad(res InjectResult, prev marker) InjectResult {
+// reportEarlierLoad reports on a JVM whose marker says an agent was loaded into it before: when the port
+// listens, already injected if its config file holds config, and otherwise config is given to it as
+// Reconfigure would (OutcomeOK with a note, or ReasonConfigRejected); when the port is silent, an error, since
+// an agent is never loaded twice.
+func (in *Injector) reportEarlierLoad(ctx context.Context, j JVM, res InjectResult, prev marker, config []byte) InjectResult {
 	if prev.Port != res.Port {
 		res.Status, res.Reason = OutcomeError, ReasonNotListening
 		res.Message = fmt.Sprintf("an agent was loaded into pid %d before on port %d; refusing to load another on port %d",
@@ -372,14 +454,25 @@ func (in *Injector) reportEarlierLoad(res InjectResult, prev marker) InjectResul
 			res.PID, res.Port)
 		return res
 	}
-	res.Status = OutcomeAlreadyInjected
-	res.Message = fmt.Sprintf("agent already loaded (port %d listening); not loaded again", res.Port)
-	return res
+	r := in.reconfigure(ctx, j, prev.ConfigPath, config, res)
+	switch r.Status {
+	case OutcomeUnchanged:
+		r.Status = OutcomeAlreadyInjected
+		r.Message = fmt.Sprintf("agent already loaded (port %d listening) with this config; not loaded again", res.Port)
+	case OutcomeOK:
+		r.Message = fmt.Sprintf("agent already loaded (port %d listening) with another config; reconfigured: %s", res.Port, r.Message)
+		r.Note = strings.TrimSpace("reconfigured. " + r.Note)
+	}
+	return r
 }
 
-// checkBeforeSignal runs the checks that need the JVM but do not touch it and do not depend on its age: the
-// agent can bind its port, and the JVM accepts an agent over the attach protocol.
+// checkBeforeSignal runs the checks that need the JVM but do not touch it and do not depend on its age: no
+// exporter agent runs in it already, the agent can bind its port, and the JVM accepts an agent over the attach
+// protocol.
 func (in *Injector) checkBeforeSignal(j JVM, a Agent) error {
+	if err := checkNoExporterAgent(j); err != nil {
+		return err
+	}
 	if err := CheckPort(j, a.Host, a.Port); err != nil {
 		return err
 	}

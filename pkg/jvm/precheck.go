@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,8 +21,12 @@ import (
 // maxManifestSize bounds the manifest read from an agent jar.
 const maxManifestSize = 1 << 20
 
-// maxConfigSize bounds the exporter configuration read from disk.
-const maxConfigSize = 4 << 20
+// maxConfigSize bounds the exporter configuration: MaxConfigSize.
+const maxConfigSize = MaxConfigSize
+
+// MaxConfigSize is the largest exporter configuration accepted, in bytes, from a file, an environment variable
+// (after decompression) or a bundle: 1 MiB. Real configurations are a few KiB.
+const MaxConfigSize = 1 << 20
 
 // maxAgentJarSize bounds the agent jar read into memory (jmx_exporter's is a few MiB).
 const maxAgentJarSize = 256 << 20
@@ -161,10 +166,12 @@ func ParseManifest(data []byte) map[string]string {
 }
 
 // ExporterConfigKeys are the top-level keys of a Prometheus jmx_exporter configuration that CheckExporterConfig
-// accepts.
+// accepts: every key jmx_exporter's collector 1.6.0 reads (io.prometheus.jmx.JmxCollector and
+// ObjectNameAttributeFilter), and the sections its 1.x java agent reads itself (httpServer, openTelemetry,
+// startDelaySeconds, excludeJvmMetrics).
 var ExporterConfigKeys = []string{
 	"startDelaySeconds", "hostPort", "jmxUrl", "username", "password", "ssl",
-	"lowercaseOutputName", "lowercaseOutputLabelNames",
+	"lowercaseOutputName", "lowercaseOutputLabelNames", "inferCounterTypeFromName", "excludeJvmMetrics",
 	"includeObjectNames", "excludeObjectNames", "whitelistObjectNames", "blacklistObjectNames",
 	"autoExcludeObjectNameAttributes", "includeObjectNameAttributes", "excludeObjectNameAttributes",
 	"metricCustomizers", "rules", "httpServer", "openTelemetry",
@@ -172,9 +179,11 @@ var ExporterConfigKeys = []string{
 
 // CheckExporterConfig checks that file holds a jmx_exporter configuration: YAML whose top level is a mapping
 // (or empty) with only known keys (ExporterConfigKeys plus extraKeys) and the right kinds of values for the keys
-// the exporter reads at start. jmx_exporter calls System.exit on a configuration it cannot read, taking the
-// application down, so this runs before the JVM is touched. Unknown keys are refused because a misspelt key,
-// such as "rule", silently changes what is exported.
+// the collector casts at start. It is a fast prefilter that runs before any JVM is touched, so that most
+// mistakes are reported without one: it never refuses what jmx_exporter's collector 1.6.0 accepts, except a
+// key the collector does not know, which it would silently ignore (a misspelt "rule" changes what is exported).
+// The agent parses the whole configuration with the collector's own code and is the authority on the rest
+// (regular expressions, ObjectName patterns, the httpServer section).
 func CheckExporterConfig(file string, extraKeys ...string) error {
 	data, err := readBounded(file, maxConfigSize)
 	if err != nil {
@@ -186,8 +195,12 @@ func CheckExporterConfig(file string, extraKeys ...string) error {
 	return nil
 }
 
-// ValidateExporterConfig is CheckExporterConfig for configuration bytes.
+// ValidateExporterConfig is CheckExporterConfig for configuration bytes. A key given twice counts once, with its
+// last value, as the collector's YAML parser (SnakeYAML, duplicate keys allowed) reads it.
 func ValidateExporterConfig(data []byte, extraKeys ...string) error {
+	if len(data) > maxConfigSize {
+		return fmt.Errorf("the config is %d bytes, at most %d", len(data), maxConfigSize)
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("not valid YAML: %w", err)
@@ -209,7 +222,8 @@ func ValidateExporterConfig(data []byte, extraKeys ...string) error {
 	for _, k := range extraKeys {
 		known[k] = true
 	}
-	seen := map[string]bool{}
+	last := map[string]*yaml.Node{}
+	var order []string
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		key, val := top.Content[i], top.Content[i+1]
 		if key.Kind != yaml.ScalarNode {
@@ -219,31 +233,82 @@ func ValidateExporterConfig(data []byte, extraKeys ...string) error {
 		if !known[name] {
 			return fmt.Errorf("line %d: unknown top-level key %q (known: %s)", key.Line, name, strings.Join(sortedKeys(known), ", "))
 		}
-		if seen[name] {
-			return fmt.Errorf("line %d: duplicate key %q", key.Line, name)
+		if last[name] == nil {
+			order = append(order, name)
 		}
-		seen[name] = true
+		last[name] = val
+	}
+	for _, name := range order {
+		val := last[name]
 		if err := checkValueKind(name, val); err != nil {
 			return fmt.Errorf("line %d: %s: %w", val.Line, name, err)
 		}
 	}
-	if seen["hostPort"] && seen["jmxUrl"] {
+	if last["hostPort"] != nil && last["jmxUrl"] != nil {
 		return errors.New("at most one of hostPort and jmxUrl may be set")
 	}
 	return nil
 }
 
+// isNull reports a YAML null value (an empty value, ~ or null).
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// isBool reports a value SnakeYAML, the collector's parser, reads as a Boolean: YAML 1.1's true, false, yes, no,
+// on and off, lower case, capitalised or upper case. go-yaml reads yes/no/on/off as strings.
+func isBool(n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode || n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		return false
+	}
+	if n.Tag == "!!bool" {
+		return true
+	}
+	if n.Tag != "!!str" {
+		return false
+	}
+	for _, w := range []string{"yes", "no", "on", "off", "true", "false"} {
+		if n.Value == w || n.Value == strings.ToUpper(w) || n.Value == strings.ToUpper(w[:1])+w[1:] {
+			return true
+		}
+	}
+	return false
+}
+
+// sexagesimal is SnakeYAML's YAML 1.1 base-60 integer (1:30 is 90), which go-yaml reads as a string.
+var sexagesimal = regexp.MustCompile(`^\+?[1-9][0-9_]*(?::[0-5]?[0-9])+$`)
+
+// nonNegativeInt32 reports a value SnakeYAML reads as an Integer (not a Long) that is not negative.
+func nonNegativeInt32(n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode || n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		return false
+	}
+	if n.Tag == "!!str" && sexagesimal.MatchString(n.Value) {
+		return true
+	}
+	if n.Tag != "!!int" {
+		return false
+	}
+	v := strings.TrimPrefix(strings.ReplaceAll(n.Value, "_", ""), "+")
+	if strings.HasPrefix(v, "0o") {
+		v = "0" + v[2:]
+	}
+	i, err := strconv.ParseInt(v, 0, 64)
+	return err == nil && i >= 0 && i <= 1<<31-1
+}
+
+// checkValueKind checks the kind of a top-level value where the collector casts it at start and would refuse
+// another kind; values it converts (String.valueOf) or that the agent checks itself are left to the agent.
 func checkValueKind(name string, val *yaml.Node) error {
 	switch name {
-	case "lowercaseOutputName", "lowercaseOutputLabelNames", "ssl":
-		if val.Kind != yaml.ScalarNode || val.Tag != "!!bool" {
+	case "lowercaseOutputName", "lowercaseOutputLabelNames", "inferCounterTypeFromName", "excludeJvmMetrics":
+		if !isNull(val) && !isBool(val) {
 			return errors.New("must be true or false")
 		}
-	case "startDelaySeconds":
-		if val.Kind != yaml.ScalarNode || val.Tag != "!!int" {
-			return errors.New("must be a whole number of seconds")
+	case "ssl":
+		if !isNull(val) && !isBool(val) && val.Kind != yaml.MappingNode {
+			return errors.New("must be true, false or a mapping of SSL settings")
 		}
-		if n, err := strconv.Atoi(val.Value); err != nil || n < 0 {
+	case "startDelaySeconds":
+		if !nonNegativeInt32(val) {
 			return errors.New("must be a whole number of seconds")
 		}
 	case "includeObjectNames", "excludeObjectNames", "whitelistObjectNames", "blacklistObjectNames":
@@ -255,18 +320,22 @@ func checkValueKind(name string, val *yaml.Node) error {
 				return errors.New("must be a list of ObjectName patterns")
 			}
 		}
-	case "rules":
+	case "rules", "metricCustomizers":
 		if val.Kind != yaml.SequenceNode {
-			return errors.New("must be a list of rules")
+			return fmt.Errorf("must be a list of %s", map[string]string{"rules": "rules", "metricCustomizers": "customizers"}[name])
 		}
 		for _, item := range val.Content {
 			if item.Kind != yaml.MappingNode {
-				return fmt.Errorf("line %d: each rule must be a mapping", item.Line)
+				return fmt.Errorf("line %d: each item must be a mapping", item.Line)
 			}
 		}
 	case "hostPort", "jmxUrl", "username", "password":
 		if val.Kind != yaml.ScalarNode {
 			return errors.New("must be a string")
+		}
+	case "httpServer", "openTelemetry":
+		if !isNull(val) && val.Kind != yaml.MappingNode {
+			return errors.New("must be a mapping")
 		}
 	}
 	return nil

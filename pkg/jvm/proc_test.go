@@ -307,6 +307,73 @@ func TestParseManifestJoinsContinuationLines(t *testing.T) {
 	}
 }
 
+// valid16Config uses every top-level key jmx_exporter 1.6.0's collector and java agent read, with the kinds
+// they accept, and an httpServer section with each setting of the 1.x agent's.
+const valid16Config = `startDelaySeconds: 0
+ssl: false
+lowercaseOutputName: true
+lowercaseOutputLabelNames: false
+inferCounterTypeFromName: true
+excludeJvmMetrics: true
+includeObjectNames: ["java.lang:type=Memory", "dev.handlerkit.sample:*"]
+excludeObjectNames: ["java.lang:type=Runtime"]
+autoExcludeObjectNameAttributes: true
+includeObjectNameAttributes:
+  "java.lang:type=Memory": [HeapMemoryUsage]
+excludeObjectNameAttributes:
+  "java.lang:type=Runtime": [ClassPath, SystemProperties]
+metricCustomizers:
+  - mbeanFilter:
+      domain: dev.handlerkit.sample
+      properties:
+        type: Counter
+    attributesAsLabels: [Count]
+    extraMetrics:
+      - name: isActive
+        value: true
+        description: whether the counter is active
+rules:
+  - pattern: 'java.lang<type=Memory><HeapMemoryUsage>(\w+): (.*)'
+    name: jvm_heap_$1_bytes
+    value: $2
+    valueFactor: 1
+    type: GAUGE
+    help: heap usage
+    labels:
+      area: heap
+    attrNameSnakeCase: true
+    cache: false
+  - pattern: ".*"
+httpServer:
+  threads:
+    minimum: 1
+    maximum: 10
+    keepAliveTime: 120
+  authentication:
+    basic:
+      username: prometheus
+      algorithm: SHA-256
+      passwordHash: 2bf7ed4906ac065bde39f7508d6102a6cbb1f6b6e5d5a8d33c5f1a0c1a1cd5ff
+      salt: U9i%=N+m]#i9yvUV:bA/3n4X9JdPXf=n
+  ssl:
+    keyStore:
+      filename: /etc/jmx/keystore.p12
+      type: PKCS12
+      password: changeit
+    certificate:
+      alias: localhost
+    trustStore:
+      filename: /etc/jmx/truststore.p12
+      password: changeit
+    mutualTLS: false
+  metrics:
+    path: /metrics
+openTelemetry:
+  endpoint: http://localhost:4317
+  protocol: grpc
+  interval: 60
+`
+
 func TestValidateExporterConfig(t *testing.T) {
 	cases := []struct {
 		name string
@@ -322,7 +389,17 @@ func TestValidateExporterConfig(t *testing.T) {
 		{"top-level list", "- pattern: x\n", false},
 		{"top-level scalar", "hello\n", false},
 		{"unknown key", "rule:\n- pattern: x\n", false},
-		{"duplicate key", "rules: []\nrules: []\n", false},
+		{"duplicate key, last one valid", "rules: {}\nrules: []\n", true},
+		{"duplicate key, last one invalid", "rules: []\nrules: {}\n", false},
+		{"YAML 1.1 boolean", "lowercaseOutputName: yes\nexcludeJvmMetrics: Off\n", true},
+		{"quoted yes", "lowercaseOutputName: \"yes\"\n", false},
+		{"hex delay", "startDelaySeconds: 0x1e\n", true},
+		{"sexagesimal delay", "startDelaySeconds: 1:30\n", true},
+		{"delay beyond an Integer", "startDelaySeconds: 2147483648\n", false},
+		{"ssl mapping", "ssl:\n  enabled: true\n  keyStore: {filename: /k.p12, password: x}\n", true},
+		{"ssl list", "ssl: [true]\n", false},
+		{"httpServer scalar", "httpServer: on\n", false},
+		{"over the size limit", "rules: []\n#" + strings.Repeat("x", MaxConfigSize) + "\n", false},
 		{"bool as string", "lowercaseOutputName: \"yes please\"\n", false},
 		{"delay not int", "startDelaySeconds: soon\n", false},
 		{"negative delay", "startDelaySeconds: -1\n", false},
@@ -335,6 +412,9 @@ func TestValidateExporterConfig(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)
 		}
+	}
+	if err := ValidateExporterConfig([]byte(valid16Config)); err != nil {
+		t.Errorf("a valid jmx_exporter 1.6 config is refused: %v", err)
 	}
 	if err := ValidateExporterConfig([]byte("futureKey: 1\n"), "futureKey"); err != nil {
 		t.Errorf("extra key refused: %v", err)

@@ -33,7 +33,9 @@ const (
 	ReasonSignalNotHandled Reason = "sigquit-not-handled"
 	// ReasonAgentJarInvalid: the agent jar is missing, unreadable, or has no Agent-Class.
 	ReasonAgentJarInvalid Reason = "agent-jar-invalid"
-	// ReasonConfigInvalid: the exporter configuration does not parse or has unexpected keys or types.
+	// ReasonConfigInvalid: the exporter configuration does not parse or has unexpected keys or types, found by
+	// the prefilter before any signal, or by the agent's own parser (the collector's message) when it refused
+	// to start.
 	ReasonConfigInvalid Reason = "config-invalid"
 	// ReasonPortInUse: a socket in the target's network namespace holds the port (a listener, a connection whose
 	// local port it is, or a socket bound to it), so the agent could not bind it.
@@ -80,6 +82,20 @@ const (
 	// ReasonTruncated: only in a termination log written by FormatTerminationLog, the last line when not every
 	// result fitted; its message says how many results were left out, and its PID is 0.
 	ReasonTruncated Reason = "truncated"
+	// ReasonAgentAlreadyPresent: a jmx_exporter agent or collector is already in the JVM: a -javaagent of
+	// jmx_exporter (a jar named jmx_prometheus*, or whose manifest names a class of io.prometheus.jmx) in its
+	// command line, JAVA_TOOL_OPTIONS or JDK_JAVA_OPTIONS, found before any signal, or reported by the agent
+	// itself. A second one would fail to register its collector, so nothing is loaded.
+	ReasonAgentAlreadyPresent Reason = "agent-already-present"
+	// ReasonConfigRejected: reconfigure: the agent read the new config, rejected it and kept its old one; the
+	// message is the agent's.
+	ReasonConfigRejected Reason = "config-rejected"
+	// ReasonRootInaccessible: the JVM's root directory (/proc/<pid>/root) cannot be opened by this process, so
+	// nothing can be copied into its filesystem; nothing was signalled.
+	ReasonRootInaccessible Reason = "root-inaccessible"
+	// ReasonInsufficientMemory: the JVM's container has a memory limit that leaves less room than the agent
+	// needs; the message gives the figures. Nothing was signalled.
+	ReasonInsufficientMemory Reason = "insufficient-memory"
 	// ReasonInternal: any other failure.
 	ReasonInternal Reason = "internal"
 )
@@ -127,6 +143,9 @@ type InjectResult struct {
 	// StartedAt is when the JVM process started (from its start time in /proc/<pid>/stat and the boot time in
 	// /proc/stat, to the clock tick), when known. With PID it identifies the process.
 	StartedAt time.Time `json:"startedAt,omitzero"`
+	// Note is an optional remark on a result, such as a reconfiguration whose httpServer section takes effect
+	// only at the JVM's next start.
+	Note string `json:"note,omitempty"`
 }
 
 // OK reports whether the result is a success (ok, already-injected or unchanged).
