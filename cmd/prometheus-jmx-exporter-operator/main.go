@@ -51,6 +51,7 @@ type config struct {
 	parallelism     int
 	jvmWait         time.Duration
 	breakerWindow   time.Duration
+	resync          time.Duration
 	budget          int
 	maxAttempts     int
 	agentImage      string
@@ -155,6 +156,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		"pods injected at once (env PARALLELISM)")
 	fs.DurationVar(&c.jvmWait, "jvm-wait", envDuration("JVM_WAIT", operator.DefaultJVMWait),
 		"how long after a container starts a JVM may take to appear in it (env JVM_WAIT)")
+	fs.DurationVar(&c.resync, "resync", envDuration("RESYNC", 10*time.Minute),
+		"how often every exporter is handled again when nothing changed; 0 never (env RESYNC)")
 	fs.DurationVar(&c.breakerWindow, "breaker-window", envDuration("BREAKER_WINDOW", operator.DefaultBreakerWindow),
 		"a JVM that ends within this time after a load opens its exporter's circuit breaker; a change of an exporter's spec or config is tried on one container for this long before the others (env BREAKER_WINDOW)")
 	fs.IntVar(&c.budget, "ephemeral-container-budget", envInt("EPHEMERAL_CONTAINER_BUDGET", operator.DefaultEphemeralContainerBudget),
@@ -375,7 +378,7 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		PullPolicy:        corev1.PullPolicy(c.pullPolicy),
 		LocalAttachHelper: c.localHelper, LocalAgentJar: c.localJar,
 		InjectionTimeout: c.timeout, Parallelism: c.parallelism, JVMWait: c.jvmWait,
-		BreakerWindow: c.breakerWindow, EphemeralContainerBudget: c.budget, MaxAttempts: c.maxAttempts,
+		BreakerWindow: c.breakerWindow, Resync: c.resync, EphemeralContainerBudget: c.budget, MaxAttempts: c.maxAttempts,
 		DisablePodMonitors: !c.podMonitors, PodMonitorLabels: c.podMonLabels,
 	})
 	if err != nil {

@@ -93,6 +93,11 @@ type Options struct {
 	// JVMWait is how long after a container's start a JVM may take to
 	// appear.
 	JVMWait time.Duration
+	// Resync is how often every exporter is handled again even when nothing
+	// changed (0: never; the command's default is 10m). Handling is
+	// level-driven, so a resync only repeats what the state calls for: it
+	// never retries a permanent failure.
+	Resync time.Duration
 	// BreakerWindow is how long after a load a JVM's end trips the
 	// exporter's circuit breaker; a change of the exporter's spec or config
 	// is tried on one container, which must run this long, before the
@@ -173,7 +178,7 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		r.podMonitors = served
 	}
 	ns := o.Namespaces
-	if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", ns, 0,
+	if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", ns, o.Resync,
 		sdk.WithName(WatchExporters), sdk.WithHandler(r),
 		sdk.WithIndex(indexConfigMap, configMapIndex)); err != nil {
 		return nil, fmt.Errorf("operator: watch exporters: %w", err)

@@ -318,7 +318,9 @@ func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
 				p.notes = append(p.notes, where+": "+c.Note)
 			}
 			if c.Generation == p.generation {
-				if at := c.loadedAt(); now.Sub(at) >= window {
+				// Records keep whole seconds: the window counts from the
+				// end of the second of the load.
+				if at := c.loadedAt().Add(time.Second); now.Sub(at) >= window {
 					p.proven = true
 				} else if at.After(p.landedAt) {
 					p.landedAt = at
@@ -386,7 +388,9 @@ func (r *Reconciler) judge(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
 	if p.breakerOpen || len(p.deaths) == 0 || p.configValid.Status != metav1.ConditionTrue && p.rejectedConfig == nil {
 		return
 	}
-	sort.Slice(p.deaths, func(i, j int) bool { return p.deaths[i].Pod+"/"+p.deaths[i].Container < p.deaths[j].Pod+"/"+p.deaths[j].Container })
+	sort.Slice(p.deaths, func(i, j int) bool {
+		return p.deaths[i].Pod+"/"+p.deaths[i].Container < p.deaths[j].Pod+"/"+p.deaths[j].Container
+	})
 	b := p.deaths[0]
 	b.Generation, b.ConfigSHA256, b.OpenedAt = p.generation, p.configSHA, metav1.Now()
 	b.Message = truncateMsg(b.Message, 4000)
@@ -473,8 +477,7 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 		}
 		c, ok := rec.current(cs.Name, cs.ContainerID)
 		key := retryKey(pod, cs.Name, cs.ContainerID)
-		retryFailure := ok && c.Failure != nil && c.Generation != 0 && (c.Generation != p.generation || c.ConfigHash != p.configHash) &&
-			c.Failure.Reason != jmxv1alpha1.ReasonJVMEnded
+		retryFailure := ok && c.Failure != nil && c.Generation != 0 && (c.Generation != p.generation || c.ConfigHash != p.configHash)
 		switch {
 		case ok && c.Failure != nil && (!retryFailure || !canInject):
 			state = worse(state, podFailed)
