@@ -643,3 +643,197 @@ func TestPermanentFailuresAreTriedOncePerChange(t *testing.T) {
 	hold(t, 5*time.Second, "one attempt per change over ten resyncs", counts(2))
 	stop()
 }
+
+// TestReconfigurationTellsTheTruth: an agent that refuses a new config on
+// reload keeps its old one, and the exporter says so (ConfigApplied=False
+// ConfigRejected with the agent's message, and ConfigValid=False: it is the
+// collector's verdict); the refused config is not offered again. A config
+// whose httpServer section changed is applied with the agent's note, which
+// ConfigApplied and the Event carry.
+func TestReconfigurationTellsTheTruth(t *testing.T) {
+	c := newCluster(t, 3*time.Minute)
+	ns := c.namespace(t, "reconfigure")
+	labels := map[string]string{"app": "orders"}
+	c.createJVMPod(t, ns, "jvm", labels, "containerd://j1")
+	c.configMap(t, ns, "cfg", "rules:\n- pattern: \".*\"\n")
+	const note = "the httpServer section changed; it takes effect at the JVM's next start"
+	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
+	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
+		switch {
+		case !cl.reconfigure:
+			return loaded(r, ""), nil
+		case strings.Contains(cl.config, "(Memory>"):
+			return refusedBy(jvm.ReasonConfigRejected, "the agent kept its config: "+collectorMessage), nil
+		case strings.Contains(cl.config, "httpServer"):
+			return loaded(r, note), nil
+		}
+		return loaded(r, ""), nil
+	})
+	c.runOperator(t, ns, operator.Options{Resync: time.Second, BreakerWindow: time.Second,
+		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}})
+	c.createExporter(t, ns, "orders", labels, withConfigMap("cfg"))
+	c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionReady, metav1.ConditionTrue, jmxv1alpha1.ReasonAllInjected)
+	c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionConfigApplied, metav1.ConditionTrue, jmxv1alpha1.ReasonConfigInUse)
+	before := c.record(t, ns, "jvm").ConfigHash
+
+	c.configMap(t, ns, "cfg", unclosedGroup)
+	cond := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionConfigApplied, metav1.ConditionFalse, jmxv1alpha1.ReasonConfigRejected)
+	if !strings.Contains(cond.Message, collectorMessage) || !strings.Contains(cond.Message, "jvm/app") {
+		t.Errorf("ConfigApplied message %q does not carry the agent's message and the container", cond.Message)
+	}
+	if v := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionConfigValid, metav1.ConditionFalse, jmxv1alpha1.ReasonConfigInvalid); !strings.Contains(v.Message, collectorMessage) {
+		t.Errorf("ConfigValid message %q", v.Message)
+	}
+	if r := c.record(t, ns, "jvm"); r.ConfigHash != before || r.Rejected == nil || r.Rejected.ConfigHash == before {
+		t.Errorf("record %+v: want the old config in force and the new one rejected", r)
+	}
+	waitUntil(t, 30*time.Second, "a ConfigRejected Event on the pod", func() (bool, string) {
+		return c.hasEvent(t, ns, "Pod", "jvm", jmxv1alpha1.ReasonConfigRejected, collectorMessage), "none"
+	})
+	reconfigures := func(want int) func() (bool, string) {
+		return func() (bool, string) {
+			n := s.count(func(x call) bool { return x.reconfigure })
+			return n == want, fmt.Sprintf("%d reconfigurations", n)
+		}
+	}
+	hold(t, 5*time.Second, "the refused config is offered once", reconfigures(1))
+
+	withServer := "httpServer:\n  threads:\n    minimum: 1\n    maximum: 4\nrules:\n- pattern: \".*\"\n"
+	c.configMap(t, ns, "cfg", withServer)
+	cond = c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionConfigApplied, metav1.ConditionTrue, jmxv1alpha1.ReasonConfigInUse)
+	if !strings.Contains(cond.Message, note) {
+		t.Errorf("ConfigApplied message %q does not carry the agent's note", cond.Message)
+	}
+	c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionConfigValid, metav1.ConditionTrue, jmxv1alpha1.ReasonConfigLoaded)
+	waitUntil(t, 30*time.Second, "a Reconfigured Event with the note", func() (bool, string) {
+		return c.hasEvent(t, ns, "Pod", "jvm", "Reconfigured", note), "none"
+	})
+	if r := c.record(t, ns, "jvm"); r.ConfigHash != sha256Hex(withServer)[:16] || r.Rejected != nil || r.Note != note {
+		t.Errorf("record %+v: want the new config in force with the note", r)
+	}
+}
+
+// TestPodSpecStaysWithinTheBudgetOver100Restarts restarts one pod's JVM
+// container 100 times, with the real EphemeralContainer strategy (the test
+// plays the kubelet, ending each ephemeral container with jmx-attach's
+// result). The pod gets the budget's ephemeral containers and no more, each
+// carrying the config compressed; every later start is reported
+// (EphemeralContainerBudgetExhausted), not patched, and the pod's spec stays
+// under the size the budget allows.
+func TestPodSpecStaysWithinTheBudgetOver100Restarts(t *testing.T) {
+	c := newCluster(t, 5*time.Minute)
+	ns := c.namespace(t, "budget")
+	labels := map[string]string{"app": "orders"}
+	c.createJVMPod(t, ns, "jvm", labels, "containerd://s1")
+	// A config of realistic size: 120 rules.
+	var cfg strings.Builder
+	cfg.WriteString("lowercaseOutputName: true\nrules:\n")
+	for i := 0; i < 120; i++ {
+		fmt.Fprintf(&cfg, "- pattern: \"com.example<type=Service%d, name=(\\\\w+)><>(Count|Rate)\"\n  name: example_service%d_$1_$2\n  type: GAUGE\n", i, i)
+	}
+	c.configMap(t, ns, "cfg", cfg.String())
+
+	kubeletCtx, stopKubelet := context.WithCancel(c.ctx)
+	kubeletDone := make(chan struct{})
+	go func() {
+		defer close(kubeletDone)
+		playEphemeralKubelet(kubeletCtx, c.kube, ns, "jvm")
+	}()
+	defer func() { stopKubelet(); <-kubeletDone }()
+
+	const budget = 5
+	c.runOperator(t, ns, operator.Options{Resync: time.Second, BreakerWindow: time.Second, EphemeralContainerBudget: budget,
+		AgentImage: "agent:test"})
+	c.createExporter(t, ns, "orders", labels, withConfigMap("cfg"))
+	prev := "containerd://s1"
+	settledOn := func(id string) func() (bool, string) {
+		return func() (bool, string) {
+			r := c.record(t, ns, "jvm")
+			return r.ContainerID == id && (len(r.JVMs) > 0 || r.Failure != nil), fmt.Sprintf("%+v", r)
+		}
+	}
+	waitUntil(t, time.Minute, "the first start injected", settledOn(prev))
+	for i := 2; i <= 101; i++ {
+		r := c.record(t, ns, "jvm")
+		id := fmt.Sprintf("containerd://s%d", i)
+		// Each start ran for an hour: its end is no concern of the breaker.
+		end := metav1.NewTime(time.Now().Add(time.Hour))
+		if r.InjectedAt != nil {
+			end = metav1.NewTime(r.InjectedAt.Add(time.Hour))
+		}
+		c.startContainer(t, ns, "jvm", id, &corev1.ContainerStateTerminated{ContainerID: prev, ExitCode: 0, Reason: "Completed", FinishedAt: end})
+		waitUntil(t, time.Minute, fmt.Sprintf("start %d settled", i), settledOn(id))
+		prev = id
+	}
+	pod, err := c.kube.CoreV1().Pods(ns).Get(c.ctx, "jvm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pod.Spec.EphemeralContainers); n != budget {
+		t.Errorf("%d ephemeral containers after 101 starts, want the budget, %d", n, budget)
+	}
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if len(ec.Env) != 1 || !strings.HasPrefix(ec.Env[0].Value, inject.ConfigEncodingPrefix) {
+			t.Errorf("ephemeral container %s carries the config uncompressed: %.60q", ec.Name, ec.Env[0].Value)
+			continue
+		}
+		back, err := jvm.DecodeConfigEnv(ec.Env[0].Value)
+		if err != nil || string(back) != cfg.String() {
+			t.Errorf("ephemeral container %s: the config does not decode to the ConfigMap's (%v)", ec.Name, err)
+		}
+	}
+	if r := c.record(t, ns, "jvm"); r.Failure == nil || r.Failure.Reason != jmxv1alpha1.ReasonEphemeralContainerBudgetExhausted {
+		t.Errorf("the last start's record %+v, want %s", r, jmxv1alpha1.ReasonEphemeralContainerBudgetExhausted)
+	}
+	cond := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionDegraded, metav1.ConditionTrue, jmxv1alpha1.ReasonInjectionFailed)
+	if !strings.Contains(cond.Message, jmxv1alpha1.ReasonEphemeralContainerBudgetExhausted) {
+		t.Errorf("Degraded message %q", cond.Message)
+	}
+	spec, err := json.Marshal(pod.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := pod.Spec.DeepCopy()
+	bare.EphemeralContainers = nil
+	base, _ := json.Marshal(bare)
+	// The documented bound: the budget times (the largest config value plus
+	// 4 KiB for the rest of an ephemeral container).
+	limit := len(base) + budget*(inject.MaxCompressedConfigBytes+4<<10)
+	t.Logf("pod spec after 101 starts: %d bytes (%d without the ephemeral containers; %d config bytes, %d in each container's environment); bound %d",
+		len(spec), len(base), cfg.Len(), len(pod.Spec.EphemeralContainers[0].Env[0].Value), limit)
+	if len(spec) > limit {
+		t.Errorf("pod spec %d bytes, over the bound %d", len(spec), limit)
+	}
+}
+
+// playEphemeralKubelet plays the kubelet for the pod's ephemeral containers:
+// each one that has no status yet ends at once with jmx-attach's result for
+// one JVM in its termination message.
+func playEphemeralKubelet(ctx context.Context, kube kubernetes.Interface, ns, name string) {
+	result := jvm.FormatTerminationLog([]jvm.InjectResult{{PID: 41, NSPID: 1, MainClass: "app.Main", Status: jvm.OutcomeOK, Port: 9404}})
+	for ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		p, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		have := map[string]bool{}
+		for _, st := range p.Status.EphemeralContainerStatuses {
+			have[st.Name] = true
+		}
+		changed := false
+		for _, ec := range p.Spec.EphemeralContainers {
+			if have[ec.Name] {
+				continue
+			}
+			p.Status.EphemeralContainerStatuses = append(p.Status.EphemeralContainerStatuses, corev1.ContainerStatus{
+				Name: ec.Name, Image: ec.Image, ImageID: "sha256:2", ContainerID: "containerd://" + ec.Name,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
+					Message: string(result), ContainerID: "containerd://" + ec.Name}}})
+			changed = true
+		}
+		if changed {
+			_, _ = kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		}
+	}
+}
