@@ -281,8 +281,9 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 			r.event(j.pod, exporterRef, corev1.EventTypeWarning, "InjectionRetry", msg)
 			// The attempt is recorded on the pod, so that the bound holds
 			// for both strategies across operator restarts.
+			now := metav1.Now()
 			pending := ContainerRecord{ContainerID: cs.ContainerID, Port: j.spec.Port, ConfigHash: j.configHash,
-				Generation: j.generation, Attempts: attempts, LastError: truncateMsg(last, 1024)}
+				Generation: j.generation, Attempts: attempts, LastError: truncateMsg(last, 1024), AttemptedAt: &now}
 			if err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
 				pr.Exporter = j.exporterName
 				pr.Containers[cs.Name] = pending

@@ -153,6 +153,9 @@ type plan struct {
 	// has not yet.
 	proven   bool
 	landedAt time.Time
+	// trying are the pods whose current start had an attempt under the
+	// current generation and config fail transiently within the window.
+	trying map[string]bool
 	// held says why jobs wait (the change is being tried on one container).
 	held string
 	// stale, refused and notes describe the agents' configs for
@@ -290,15 +293,15 @@ func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
 				msg += "; the container's last state: " + describeTermination(term)
 			}
 			p.deaths = append(p.deaths, jmxv1alpha1.CircuitBreaker{Pod: pod.Name, Container: cs.Name, ContainerID: c.ContainerID, Message: msg})
-		} else if key && c.InjectedAt != nil && len(c.JVMs) > 0 {
+		} else if at, what := touchedAt(c); key && at != nil {
 			if term := terminationOf(cs, c.ContainerID); term != nil && !stoppedOnRequest(term) &&
-				term.FinishedAt.Sub(c.InjectedAt.Time) <= window {
-				after := term.FinishedAt.Sub(c.InjectedAt.Time).Round(time.Second)
+				term.FinishedAt.Sub(at.Time) <= window {
+				after := term.FinishedAt.Sub(at.Time).Round(time.Second)
 				if after < 0 {
 					after = 0
 				}
 				p.deaths = append(p.deaths, jmxv1alpha1.CircuitBreaker{Pod: pod.Name, Container: cs.Name, ContainerID: c.ContainerID,
-					Message: fmt.Sprintf("the JVM ended %s after its agent was loaded; the container's last state: %s", after, describeTermination(term))})
+					Message: fmt.Sprintf("the JVM ended %s after %s; the container's last state: %s", after, what, describeTermination(term))})
 			}
 		}
 		// A config the agent refused, at a load or a reload.
@@ -307,6 +310,16 @@ func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
 		}
 		if rj := c.Rejected; rj != nil && rj.ConfigHash == p.configHash && rj.Reason == jmxv1alpha1.ReasonConfigRejected {
 			p.noteRejected(pod.Name, cs.Name, rj.Message)
+		}
+		// An attempt that failed transiently on the current start may have
+		// reached the JVM: until the window has passed, only that pod is
+		// tried (again).
+		if key && c.ContainerID == cs.ContainerID && !c.settled() && c.AttemptedAt != nil &&
+			now.Sub(c.AttemptedAt.Add(time.Second)) < window {
+			if p.trying == nil {
+				p.trying = map[string]bool{}
+			}
+			p.trying[pod.Name] = true
 		}
 		// The agents of the container's current start.
 		if c.ContainerID != cs.ContainerID || cs.State.Running == nil || len(c.JVMs) == 0 {
@@ -332,6 +345,20 @@ func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
 			p.stale = append(p.stale, where)
 		}
 	}
+}
+
+// touchedAt is when the record's container start was last touched in a way
+// that could harm its JVM: its agent's load, or an attempt that failed
+// transiently (it may have reached the JVM). Failures met before any signal,
+// and containers without a JVM, do not count.
+func touchedAt(c ContainerRecord) (*metav1.Time, string) {
+	switch {
+	case c.InjectedAt != nil && len(c.JVMs) > 0:
+		return c.InjectedAt, "its agent was loaded"
+	case !c.settled() && c.AttemptedAt != nil:
+		return c.AttemptedAt, "an attempt to load the agent (" + truncateMsg(c.LastError, 300) + ")"
+	}
+	return nil, ""
 }
 
 func (p *plan) noteRejected(pod, container, msg string) {
@@ -411,6 +438,20 @@ func (r *Reconciler) gate(exporter string, p *plan) {
 		p.held = fmt.Sprintf("the change is being tried on one container until %s", p.landedAt.Add(r.opts.BreakerWindow).UTC().Format(time.RFC3339))
 		p.retryIn = minPositive(p.retryIn, max(wait, time.Second))
 		p.jobs = nil
+		return
+	}
+	if len(p.trying) > 0 {
+		// Only the pod whose attempt failed is tried again, on its backoff.
+		p.held = "the change is being tried on one container first"
+		var keep []*job
+		for _, j := range p.jobs {
+			if p.trying[j.pod.Name] && len(keep) == 0 {
+				j.tasks, j.canary = j.tasks[:1], true
+				keep = append(keep, j)
+			}
+		}
+		p.jobs = keep
+		p.retryIn = minPositive(p.retryIn, r.opts.BreakerWindow)
 		return
 	}
 	r.canaryMu.Lock()

@@ -103,6 +103,10 @@ type ContainerRecord struct {
 	// strategies) the start is recorded as TooManyAttempts.
 	Attempts  int    `json:"attempts,omitempty"`
 	LastError string `json:"lastError,omitempty"`
+	// AttemptedAt is when the last transient attempt ended: it may have
+	// reached the JVM, so a JVM that ends soon after it opens the breaker as
+	// after a load.
+	AttemptedAt *metav1.Time `json:"attemptedAt,omitempty"`
 	// Rejected is the last config the agents refused on reload (they keep
 	// serving ConfigHash); it is not offered again until the config changes.
 	Rejected *Rejection `json:"rejected,omitempty"`

@@ -492,6 +492,14 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 				StartedAt: metav1.Now(), FinishedAt: metav1.Now()})
 		}, []string{"pod a", "exit code 1", "boom"}},
 		{"the JVM ends during the load", func(t *testing.T, ns string, s *scripted) {}, []string{"pod a", "ended while its agent was being loaded", "pid 41 exited while attaching"}},
+		{"the JVM ends after an attempt that failed", func(t *testing.T, ns string, s *scripted) {
+			waitUntil(t, time.Minute, "an attempt on pod a", func() (bool, string) {
+				r := c.record(t, ns, "a")
+				return r.Attempts == 1, fmt.Sprintf("%+v", r)
+			})
+			c.startContainer(t, ns, "a", "containerd://a2", &corev1.ContainerStateTerminated{ContainerID: "containerd://a1",
+				ExitCode: 137, Reason: "Error", StartedAt: metav1.Now(), FinishedAt: metav1.Now()})
+		}, []string{"pod a", "exit code 137", "an attempt to load the agent", "HttpCheckFailed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := c.namespace(t, "breaker")
@@ -503,6 +511,9 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 			s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
 				if strings.Contains(tc.name, "during") {
 					return refusedBy(jvm.ReasonProcessGone, "pid 41 exited while attaching"), nil
+				}
+				if strings.Contains(tc.name, "attempt") {
+					return refusedBy(jvm.ReasonHTTPCheckFailed, "GET http://127.0.0.1:9404/metrics: connection refused"), nil
 				}
 				return loaded(r, ""), nil
 			})
