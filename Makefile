@@ -41,8 +41,12 @@ node: ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy and 
 prometheus: ## Build the Prometheus server the e2e tests and the demo run (hack/prometheus) into the cache.
 	$(GO) run ./cmd/testenv-build prometheus
 
+.PHONY: agent
+agent: prereqs ## Build the project's JMX exporter java agent (agent/, Maven; cached by the sha256 of its sources) and print the jar's path on the last line.
+	@$(GO) run ./hack/agent
+
 .PHONY: images
-images: prereqs ## Build the test and demo images (pause, echo, jmx agent, JVM, shell-less JVM, memcached) without Docker.
+images: prereqs agent ## Build the test and demo images (pause, echo, jmx agent, JVM, shell-less JVM, memcached) without Docker.
 	$(GO) run ./hack/images
 
 # The image `make image` builds and tags (the manifests' and the CRD's default agent image).
@@ -55,7 +59,7 @@ image: ## Build the operator and agent image from the Dockerfile (needs a Docker
 	$(DOCKER) build -t $(IMAGE) .
 
 .PHONY: test
-test: prereqs controlplane node prometheus images ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
+test: prereqs agent controlplane node prometheus images ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
 	# test/monitoring is a module of its own (Prometheus Operator's config generation, Prometheus' PromQL
 	# parser): its tests, and a build of the commands test/e2e runs, so that the e2e tests find them compiled.
 	cd test/monitoring && $(GO) build -trimpath ./... && $(GO) test $(TESTFLAGS) ./...

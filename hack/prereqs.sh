@@ -7,7 +7,8 @@ set -euo pipefail
 need=()
 command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 command -v git   >/dev/null 2>&1 || need+=(git)
-# Maven fetches the real jmx_exporter java agent (pkg/jvm/jvmtest.JMXExporterJar).
+# Maven builds the project's java agent (agent/, make agent, jvmtest.AgentJar) and fetches the real
+# jmx_exporter agent 1.0.1 for the tests that need it (jvmtest.JMXExporterJar).
 command -v mvn   >/dev/null 2>&1 || need+=(maven)
 # Cluster mode of pkg/testenv (a real node) and `make images`.
 command -v runc        >/dev/null 2>&1 || [[ -x /usr/sbin/runc ]] || need+=(runc)

@@ -8,10 +8,11 @@
 //
 // Usage: go run ./hack/images [-out dir] [-agent-jar file]
 //
-// Without -agent-jar the agent image carries the real jmx_prometheus_javaagent
-// 1.0.1, fetched with Maven and checked by SHA-256 (jvmtest.JMXExporterJar).
-// The agent image is also the operator's image: it holds jmx-attach, the
-// operator and the jar.
+// Without -agent-jar the agent image carries the project's own java agent
+// (agent/, docs/agent.md), built with Maven and cached by the SHA-256 of its
+// inputs (jvmtest.AgentJar): the jar the production image ships. The agent
+// image is also the operator's image: it holds jmx-attach, the operator and
+// the jar.
 package main
 
 import (
@@ -42,7 +43,7 @@ func run() error {
 		return err
 	}
 	out := flag.String("out", cache, "directory to write the image archives into")
-	agentJar := flag.String("agent-jar", "", "java agent jar for the agent image (default: the real jmx_prometheus_javaagent "+jvmtest.JMXExporterVersion+", fetched with mvn)")
+	agentJar := flag.String("agent-jar", "", "java agent jar for the agent image (default: the project's agent from agent/, built with mvn)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -77,7 +78,7 @@ func run() error {
 	}
 	jar := *agentJar
 	if jar == "" {
-		if jar, err = jvmtest.JMXExporterJar(ctx); err != nil {
+		if jar, err = jvmtest.AgentJar(ctx); err != nil {
 			return err
 		}
 	}

@@ -77,9 +77,9 @@ func OperatorBinary() Binary {
 }
 
 // BuildAgent writes the agent image (AgentRef) into dir: the given static
-// binaries plus agentJar at AgentJarPath. Its entrypoint is jmx-attach. In
-// tests agentJar is jvmtest's test agent; a release build passes the real
-// jmx_exporter java agent.
+// binaries plus agentJar at AgentJarPath. Its entrypoint is jmx-attach.
+// agentJar is the project's agent (jvmtest.AgentJar, as in the production
+// image); a test may pass another jar, such as jvmtest's test agent.
 func BuildAgent(ctx context.Context, dir, agentJar string, bins []Binary) (Archive, error) {
 	if agentJar == "" {
 		return Archive{}, fmt.Errorf("testimages: agent image needs an agent jar")

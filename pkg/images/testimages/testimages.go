@@ -46,8 +46,8 @@ const (
 // Paths inside the agent image, fixed because the operator's pod specs and the
 // CRD's defaults name them.
 const (
-	// AgentJarPath is where the java agent jar is in the agent image.
-	AgentJarPath = "/opt/handlerkit/jmx_prometheus_javaagent.jar"
+	// AgentJarPath is where the java agent jar (the project's agent, agent/) is in the agent image.
+	AgentJarPath = "/opt/handlerkit/jmx-agent.jar"
 	// JMXAttachPath is where jmx-attach is in the agent image.
 	JMXAttachPath = "/usr/local/bin/jmx-attach"
 )

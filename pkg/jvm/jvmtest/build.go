@@ -1,6 +1,10 @@
 // Package jvmtest builds and runs real JVMs for tests, in the spirit of net/http/httptest.
 //
-// It ships two small Java programs as embedded source and compiles them with javac at run time:
+// AgentJar builds the project's own JMX exporter agent (agent/ at the module root, docs/agent.md) with Maven and
+// caches it by the SHA-256 of its inputs: the jar tests, the demo and the production image all load.
+// JMXExporterJar fetches the upstream jmx_exporter agent 1.0.1 for the tests that need the real upstream agent.
+//
+// It also ships two small Java programs as embedded source and compiles them with javac at run time:
 //
 //   - a test java agent (BuildTestAgent) that stands in for the Prometheus jmx_exporter agent: it takes the same
 //     agent argument, [host:]<port>:<config.yaml>, calls System.exit when it cannot start, and serves /metrics
@@ -31,8 +35,8 @@ import (
 var sources embed.FS
 
 const (
-	// AgentClass is the Agent-Class (and Premain-Class) of the test agent jar.
-	AgentClass = "dev.handlerkit.testagent.Agent"
+	// TestAgentClass is the Agent-Class (and Premain-Class) of the test agent jar (BuildTestAgent).
+	TestAgentClass = "dev.handlerkit.testagent.Agent"
 	// SampleMainClass is the main class of the sample application.
 	SampleMainClass = "dev.handlerkit.sample.SampleApp"
 	// SampleReadyLine is what the sample application prints on stdout once its MBeans are registered.
@@ -70,7 +74,7 @@ func BuildTestAgent(dir string) (string, error) {
 		return "", fmt.Errorf("build test agent: %w", err)
 	}
 	jar := filepath.Join(dir, AgentJarName)
-	attrs := map[string]string{"Agent-Class": AgentClass, "Premain-Class": AgentClass}
+	attrs := map[string]string{"Agent-Class": TestAgentClass, "Premain-Class": TestAgentClass}
 	if err := WriteJar(jar, classes, attrs); err != nil {
 		return "", fmt.Errorf("build test agent: %w", err)
 	}

@@ -31,11 +31,11 @@ func TestBuildTestAgentWritesAgentClassManifest(t *testing.T) {
 			b, _ := io.ReadAll(rc)
 			rc.Close()
 			manifest = string(b)
-		case f.Name == strings.ReplaceAll(AgentClass, ".", "/")+".class":
+		case f.Name == strings.ReplaceAll(TestAgentClass, ".", "/")+".class":
 			hasClass = true
 		}
 	}
-	if !strings.Contains(manifest, "Agent-Class: "+AgentClass+"\r\n") {
+	if !strings.Contains(manifest, "Agent-Class: "+TestAgentClass+"\r\n") {
 		t.Errorf("manifest lacks Agent-Class: %q", manifest)
 	}
 	if !hasClass {

@@ -14,9 +14,9 @@ const (
 	// DefaultAgentImage.
 	DefaultAttachHelperPath = "/usr/local/bin/jmx-attach"
 
-	// DefaultAgentPath is where the Prometheus JMX exporter java agent jar
-	// lives in DefaultAgentImage.
-	DefaultAgentPath = "/opt/handlerkit/jmx_prometheus_javaagent.jar"
+	// DefaultAgentPath is where the project's JMX exporter java agent jar
+	// (agent/, docs/agent.md) lives in DefaultAgentImage.
+	DefaultAgentPath = "/opt/handlerkit/jmx-agent.jar"
 
 	// DefaultPort is the port the agent serves on when spec.port is unset;
 	// 9404 is the port the JMX exporter's own documentation uses.

@@ -26,7 +26,7 @@ func TestDefaultedFillsEveryUnsetField(t *testing.T) {
 	}
 	want := jmxv1alpha1.Agent{
 		Image:            "ghcr.io/handlerkit/jmx-agent:v0.1.0",
-		Path:             "/opt/handlerkit/jmx_prometheus_javaagent.jar",
+		Path:             "/opt/handlerkit/jmx-agent.jar",
 		AttachHelperPath: "/usr/local/bin/jmx-attach",
 	}
 	if got.Agent == nil || *got.Agent != want {

@@ -1,0 +1,337 @@
+package dev.handlerkit.jmxagent;
+
+import com.sun.net.httpserver.Authenticator;
+import com.sun.net.httpserver.HttpContext;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpHandler;
+import com.sun.net.httpserver.HttpServer;
+import com.sun.net.httpserver.HttpsConfigurator;
+import com.sun.net.httpserver.HttpsServer;
+import io.prometheus.jmx.JmxCollector;
+import io.prometheus.metrics.config.PrometheusProperties;
+import io.prometheus.metrics.exporter.httpserver.DefaultHandler;
+import io.prometheus.metrics.exporter.httpserver.HealthyHandler;
+import io.prometheus.metrics.exporter.httpserver.MetricsHandler;
+import io.prometheus.metrics.model.registry.MultiCollector;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import io.prometheus.metrics.model.registry.PrometheusScrapeRequest;
+import io.prometheus.metrics.model.snapshots.MetricSnapshots;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.file.Path;
+import java.util.concurrent.RejectedExecutionHandler;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Predicate;
+
+/**
+ * Server is a serving agent: the HTTP(S) server, its registry, the collector in force, and the thread that
+ * reloads the config. Every thread it starts is a daemon, so that it never keeps the JVM alive.
+ */
+final class Server {
+
+    /** How often the reloader looks at the config file. */
+    static final long RELOAD_INTERVAL_MILLIS = 1000;
+
+    final AgentArgs args;
+    final Path dir;
+    final Path config;
+    private final HttpServer http;
+    private final SwappableCollector collector;
+
+    /** The config in force. Guarded by this. */
+    private Agent.Compiled current;
+
+    /** The config the agent started with: httpServer changes are judged against it. */
+    private final Agent.Compiled started;
+
+    /** The status last written; guarded by this. */
+    Status status;
+
+    /** SHA-256 of the config bytes last tried by a start or a reload. */
+    private String lastTried;
+
+    private Server(AgentArgs args, Path dir, HttpServer http, SwappableCollector collector, Agent.Compiled c) {
+        this.args = args;
+        this.dir = dir;
+        this.config = dir.resolve(java.nio.file.Paths.get(args.configFile).getFileName());
+        this.http = http;
+        this.collector = collector;
+        this.current = c;
+        this.started = c;
+        this.lastTried = c.sha256;
+    }
+
+    /**
+     * Binds the port and starts serving the compiled config.
+     *
+     * @throws java.net.BindException when the port is taken or not permitted
+     * @throws java.net.UnknownHostException when the host does not resolve
+     */
+    static Server start(AgentArgs args, Path dir, Agent.Compiled c, PrometheusProperties props) throws IOException {
+        InetSocketAddress addr = args.host.isEmpty()
+                ? new InetSocketAddress(args.port)
+                : new InetSocketAddress(InetAddress.getByName(args.host), args.port);
+        HttpsConfigurator https = c.http.httpsConfigurator();
+        HttpServer server;
+        if (https != null) {
+            HttpsServer s = HttpsServer.create(addr, 3);
+            s.setHttpsConfigurator(https);
+            server = s;
+        } else {
+            server = HttpServer.create(addr, 3);
+        }
+        boolean ok = false;
+        try {
+            PrometheusRegistry registry = new PrometheusRegistry();
+            Agent.registerJvmMetrics(c, registry, props);
+            SwappableCollector sc = new SwappableCollector(c.collector);
+            registry.register(sc);
+            boolean ssl = https != null;
+            Authenticator auth = c.http.authenticator == null ? null : new HeadersAuthenticator(c.http.authenticator, ssl);
+            context(server, "/", new DefaultHandler(c.http.metricsPath), auth, ssl);
+            context(server, c.http.metricsPath, new MetricsHandler(props, registry), auth, ssl);
+            context(server, "/-/healthy", new HealthyHandler(), auth, ssl);
+            server.setExecutor(executor(c.http));
+            startDaemon(server);
+            ok = true;
+            return new Server(args, dir, server, sc, c);
+        } finally {
+            if (!ok) {
+                server.stop(0);
+            }
+        }
+    }
+
+    private static void context(HttpServer s, String path, HttpHandler h, Authenticator auth, boolean ssl) {
+        try {
+            s.removeContext(path);
+        } catch (IllegalArgumentException e) {
+            // Not there yet.
+        }
+        HttpContext ctx = s.createContext(path, new HeadersHandler(h, ssl));
+        if (auth != null) {
+            ctx.setAuthenticator(auth);
+        }
+    }
+
+    /**
+     * Starts the server from a daemon thread: the JDK's dispatcher thread inherits its creator's daemon status,
+     * and a non-daemon dispatcher would keep the JVM from ending when the application's main returns.
+     */
+    private static void startDaemon(final HttpServer server) throws IOException {
+        final Throwable[] failed = new Throwable[1];
+        Thread t = new Thread(new Runnable() {
+            @Override
+            public void run() {
+                try {
+                    server.start();
+                } catch (Throwable e) {
+                    failed[0] = e;
+                }
+            }
+        }, "handlerkit-jmx-agent-start");
+        t.setDaemon(true);
+        t.start();
+        try {
+            t.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted while starting the HTTP server", e);
+        }
+        if (failed[0] != null) {
+            throw new IOException("cannot start the HTTP server: " + failed[0], failed[0]);
+        }
+    }
+
+    private static ThreadPoolExecutor executor(HttpServerConfig c) {
+        final AtomicInteger n = new AtomicInteger();
+        ThreadFactory tf = new ThreadFactory() {
+            @Override
+            public Thread newThread(Runnable r) {
+                Thread t = new Thread(r, "handlerkit-jmx-agent-http-" + n.incrementAndGet());
+                t.setDaemon(true);
+                return t;
+            }
+        };
+        // Like jmx_exporter: a hand-off queue, and a full pool makes the dispatcher wait for a free thread.
+        RejectedExecutionHandler block = new RejectedExecutionHandler() {
+            @Override
+            public void rejectedExecution(Runnable r, ThreadPoolExecutor e) {
+                if (e.isShutdown()) {
+                    return;
+                }
+                try {
+                    e.getQueue().put(r);
+                } catch (InterruptedException ie) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        };
+        return new ThreadPoolExecutor(c.minThreads, c.maxThreads, c.keepAliveSeconds, TimeUnit.SECONDS,
+                new SynchronousQueue<Runnable>(true), tf, block);
+    }
+
+    /** Describes the server for the refusal of a second agent. */
+    String describe() {
+        return "port " + args.port + ", config " + config;
+    }
+
+    /** Writes the status; a failure leaves the old file. */
+    synchronized void writeStatus() {
+        try {
+            status.write(dir);
+        } catch (Throwable t) {
+            // The reloader tries again on the next change.
+        }
+    }
+
+    /** Starts the daemon thread that reloads the config when its bytes change. */
+    void startReloader() {
+        Thread t = new Thread(new Runnable() {
+            @Override
+            public void run() {
+                while (true) {
+                    try {
+                        Thread.sleep(RELOAD_INTERVAL_MILLIS);
+                        reloadIfChanged();
+                    } catch (InterruptedException e) {
+                        return;
+                    } catch (Throwable t) {
+                        // Never let the reloader die: the next poll tries again.
+                    }
+                }
+            }
+        }, "handlerkit-jmx-agent-reload");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    /** Reloads the config if its bytes differ from those last tried. */
+    void reloadIfChanged() {
+        byte[] bytes;
+        try {
+            bytes = Agent.read(config);
+        } catch (Throwable t) {
+            // A missing or unreadable file (being replaced) keeps the config in force.
+            return;
+        }
+        String sha = Agent.sha256(bytes);
+        if (sha.equals(lastTried)) {
+            return;
+        }
+        Status.Reload r = new Status.Reload();
+        Agent.Compiled next = null;
+        try {
+            next = Agent.Compiled.load(config);
+            r.configSHA256 = next.sha256;
+            r.ok = true;
+        } catch (Agent.Compiled.Failure f) {
+            r.configSHA256 = f.sha256.isEmpty() ? sha : f.sha256;
+            r.ok = false;
+            r.message = f.getMessage() == null ? "" : f.getMessage();
+        } catch (Throwable t) {
+            r.configSHA256 = sha;
+            r.ok = false;
+            r.message = Agent.describe(t);
+        }
+        synchronized (this) {
+            lastTried = r.configSHA256;
+            Status st = status.copy();
+            st.reload = r;
+            if (next != null) {
+                collector.set(next.collector);
+                current = next;
+                st.configSHA256 = next.sha256;
+                st.restartRequired = started.restartRequired(next);
+            }
+            status = st;
+            writeStatus();
+        }
+    }
+
+    /**
+     * SwappableCollector is the registry's one handle on the collector in force, swapped by a reload. Each
+     * collector registers into a registry of its own (with its jmx_scrape_* and jmx_config_reload_* metrics), and
+     * the handle scrapes that registry, so that a swap never registers a metric name twice.
+     */
+    static final class SwappableCollector implements MultiCollector {
+        private volatile PrometheusRegistry inner;
+
+        SwappableCollector(JmxCollector c) {
+            set(c);
+        }
+
+        void set(JmxCollector c) {
+            PrometheusRegistry r = new PrometheusRegistry();
+            c.register(r);
+            inner = r;
+        }
+
+        @Override
+        public MetricSnapshots collect() {
+            return inner.scrape();
+        }
+
+        @Override
+        public MetricSnapshots collect(PrometheusScrapeRequest request) {
+            return inner.scrape(request);
+        }
+
+        @Override
+        public MetricSnapshots collect(Predicate<String> includedNames) {
+            return inner.scrape(includedNames);
+        }
+
+        @Override
+        public MetricSnapshots collect(Predicate<String> includedNames, PrometheusScrapeRequest request) {
+            return inner.scrape(includedNames, request);
+        }
+    }
+
+    /** HeadersHandler adds jmx_exporter's security headers to every response. */
+    static final class HeadersHandler implements HttpHandler {
+        private final HttpHandler delegate;
+        private final boolean ssl;
+
+        HeadersHandler(HttpHandler delegate, boolean ssl) {
+            this.delegate = delegate;
+            this.ssl = ssl;
+        }
+
+        @Override
+        public void handle(HttpExchange exchange) throws IOException {
+            headers(exchange, ssl);
+            delegate.handle(exchange);
+        }
+    }
+
+    /** HeadersAuthenticator adds the security headers to responses the authenticator refuses (401) too. */
+    static final class HeadersAuthenticator extends Authenticator {
+        private final Authenticator delegate;
+        private final boolean ssl;
+
+        HeadersAuthenticator(Authenticator delegate, boolean ssl) {
+            this.delegate = delegate;
+            this.ssl = ssl;
+        }
+
+        @Override
+        public Result authenticate(HttpExchange exchange) {
+            headers(exchange, ssl);
+            return delegate.authenticate(exchange);
+        }
+    }
+
+    static void headers(HttpExchange exchange, boolean ssl) {
+        exchange.getResponseHeaders().set("X-Content-Type-Options", "nosniff");
+        exchange.getResponseHeaders().set("X-Frame-Options", "DENY");
+        if (ssl) {
+            exchange.getResponseHeaders().set("Strict-Transport-Security", "max-age=31536000");
+        }
+    }
+}
