@@ -81,13 +81,18 @@ const injectHelp = `Usage: jmx-attach inject (--agent JAR (--config FILE | --con
 
 For each JVM it: checks that the jar has an Agent-Class and the config is a valid jmx_exporter config; takes
 the JVM's lock, so that two jmx-attach never inject one JVM at once; skips a JVM that already has the agent
-(marker in its /tmp and the port listening); refuses a port the agent could not bind in the JVM's network
-namespace (checked by binding it there) and a JVM started with -XX:+DisableAttachMechanism or
--XX:-EnableDynamicAgentLoading; waits until the JVM is --min-age old (or, with --wait, until it can be
-signalled safely); copies the jar and config into a new directory --target-dir/handlerkit-jmx-<random> of the
-JVM's filesystem (mode 0700, the JVM user's; files read-only) and verifies them; loads the agent with
-"load instrument false <jar>=[host:]<port>:<config>"; and waits until http://<host>:<port>/metrics answers. No
-signal is sent before every check passed. The copies are removed when the JVM did not load the agent.
+(marker in its /tmp and the port listening), giving it the new config as reconfigure does when its config
+differs; refuses a JVM that runs a jmx_exporter -javaagent already (agent-already-present), one whose
+container has too little room under its memory limit (insufficient-memory), a port the agent could not bind
+in the JVM's network namespace (checked by binding it there) and a JVM started with
+-XX:+DisableAttachMechanism or -XX:-EnableDynamicAgentLoading; waits until the JVM is --min-age old (or, with
+--wait, until it can be signalled safely); copies the jar and config into a new directory
+--target-dir/handlerkit-jmx-<random> of the JVM's filesystem (mode 0700, the JVM user's; files read-only) and
+verifies them; loads the agent with "load instrument false <jar>=[host:]<port>:<config>"; reads the agent's
+verdict from agent-status.json beside the config (a refusal is an error with the agent's reason and message);
+and waits until the port listens (an agent that reported serving) or http://<host>:<port>/metrics answers (an
+agent that writes no status). No signal is sent before every check passed. The copies are removed when the
+JVM did not load the agent.
 
 It needs no capability when it runs as the JVM's user (or as root against a root JVM whose capabilities it
 has) in the JVM's network namespace: an ephemeral container targeting the JVM's container, or pods/exec.
@@ -117,8 +122,16 @@ Flags:
                         socket; refused only after D (default 0: no waiting)
   --attach-timeout D    wait for the JVM's attach socket (default 10s)
   --http-timeout D      wait for the port to answer HTTP; 0 skips the check (default 15s)
+  --min-memory-headroom SIZE
+                        the room the JVM's container must have under its memory limit (cgroup v2 or v1; limit
+                        minus usage, reclaimable file cache not counted), or the JVM is refused with
+                        insufficient-memory before any signal; 0 disables the check (default 32Mi)
+  --reload-timeout D    a JVM injected before with another config is given the new one, as reconfigure does;
+                        wait this long for the agent's verdict on it (default 15s)
   --target-dir DIR      directory in the JVM's filesystem in which each injection creates its own directory
-                        for the jar and config; only root or the JVM's user may be able to change it (default /tmp)
+                        for the jar and config; only root or the JVM's user may be able to change it (a sticky
+                        /tmp, or the pod's own emptyDir volume, qualifies; a symbolic link on the way is resolved
+                        in the JVM's root) (default /tmp)
   --termination-log F   also write the results to F when it exists, as JSON lines that fit in 4,096 bytes
                         (default /dev/termination-log)
   --extra-config-keys K comma-separated top-level config keys to accept besides the known jmx_exporter ones
@@ -130,9 +143,11 @@ jvm.ParseInjectResult, the termination log with jvm.ParseTerminationLog):
    "javaVersion":"17.0.15","startedAt":"2026-05-04T10:11:12.34Z"}
 status is "ok", "already-injected" (a success) or "error"; an error carries a reason such as not-jvm,
 too-young, attach-disabled, dynamic-loading-disabled, sigquit-not-handled, agent-jar-invalid, config-invalid,
-bundle-invalid, port-in-use, port-not-permitted, port-check-failed, args-too-long, copy-failed, lock-failed,
-proc-access-denied, attach-timeout, connect-failed, agent-load-failed, agent-start-failed, agent-not-listening,
-http-check-failed, process-gone, invalid-request, internal (docs/jmx-attach.md explains each).
+bundle-invalid, agent-already-present, config-rejected, insufficient-memory, root-inaccessible, port-in-use,
+port-not-permitted, port-check-failed, args-too-long, copy-failed, lock-failed, proc-access-denied,
+attach-timeout, connect-failed, agent-load-failed, agent-start-failed, agent-not-listening, http-check-failed,
+process-gone, invalid-request, internal (docs/jmx-attach.md explains each). An optional "note" adds a remark,
+such as a new httpServer section that takes effect only at the JVM's next start.
 
 Exit codes: 0 all ok or already injected, 1 some JVM failed, 2 bad command line, 3 --all found no JVM (or
 none matching --jvm), 4 agent jar, config or bundle invalid (nothing touched), 5 /proc could not be read.
@@ -144,8 +159,11 @@ Replaces the exporter config of agents that "jmx-attach inject" loaded before. F
 new config exactly as inject does (a bad config never reaches the agent), takes the JVM's lock, finds the
 config file the agent reads from the JVM's marker, checks it as inject checks its copies (inside a
 handlerkit-jmx-<random> directory that only root or the JVM's user can change), and, unless the file already
-holds the new bytes, writes a new read-only file beside it and renames it over the old one. jmx_exporter reads
-the file again at its next scrape. The agent's port cannot change while it runs.
+holds the new bytes, writes a new read-only file beside it and renames it over the old one. The agent reads
+the file again; the project's agent then reports its verdict in agent-status.json beside it, which is waited
+for (--reload-timeout): ok (or unchanged) when it serves the new config, config-rejected with its message when
+it refused it and kept the old one. jmx_exporter's own agent reports nothing: ok once the file is written. The
+agent's port cannot change while it runs; a changed httpServer section is reported in "note".
 
 Flags:
   --config FILE         the new exporter config on this machine
@@ -156,12 +174,13 @@ Flags:
   --all                 reconfigure every JVM found
   --jvm PATTERN         with --all, only JVMs whose main class or jar matches (as for inject)
   --json                print result lines as JSON
+  --reload-timeout D    wait this long for the agent's verdict on the new config (default 15s)
   --termination-log F   also write the results to F when it exists (default /dev/termination-log)
   --extra-config-keys K comma-separated top-level config keys to accept besides the known jmx_exporter ones
 
 Result lines are those of inject. status is "ok" (replaced), "unchanged" (already held these bytes; a
-success) or "error" with a reason such as not-injected, config-invalid, bundle-invalid, copy-failed,
-lock-failed, proc-access-denied, not-jvm, process-gone. port is the agent's port, from the marker.
+success) or "error" with a reason such as not-injected, config-invalid, config-rejected, bundle-invalid,
+copy-failed, lock-failed, proc-access-denied, not-jvm, process-gone, internal (no verdict in time). port is the agent's port, from the marker.
 
 Exit codes: 0 every JVM reconfigured or unchanged, 1 some JVM failed, 2 bad command line, 3 --all found no
 JVM (or none matching --jvm), 4 config or bundle invalid (nothing touched), 5 /proc could not be read.
@@ -414,6 +433,8 @@ func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		wait        = fs.Duration("wait", 0, "")
 		attachTO    = fs.Duration("attach-timeout", jvm.DefaultAttachTimeout, "")
 		httpTO      = fs.Duration("http-timeout", jvm.DefaultHTTPTimeout, "")
+		reloadTO    = fs.Duration("reload-timeout", jvm.DefaultReloadTimeout, "")
+		headroom    = fs.String("min-memory-headroom", "32Mi", "")
 		targetDir   = fs.String("target-dir", jvm.DefaultTargetDir, "")
 		termination = fs.String("termination-log", defaultTerminationLog, "")
 		extraKeys   = fs.String("extra-config-keys", "", "")
@@ -437,12 +458,17 @@ func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
+	minHeadroom, err := parseSize(*headroom)
+	if err != nil {
+		problems = append(problems, "--min-memory-headroom: "+err.Error())
+	}
 	if len(problems) > 0 {
 		fmt.Fprintf(stderr, "jmx-attach inject: %s\n\n%s", strings.Join(problems, "; "), injectHelp)
 		return exitUsage
 	}
 	in, err := jvm.NewInjector(jvm.WithMinAge(*minAge), jvm.WithWait(*wait), jvm.WithAttachTimeout(*attachTO),
-		jvm.WithHTTPTimeout(*httpTO), jvm.WithTargetDir(*targetDir), jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
+		jvm.WithHTTPTimeout(*httpTO), jvm.WithReloadTimeout(*reloadTO), jvm.WithMinMemoryHeadroom(minHeadroom), jvm.WithTargetDir(*targetDir),
+		jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
 	if err != nil {
 		fmt.Fprintf(stderr, "jmx-attach inject: %v\n", err)
 		return exitUsage
@@ -490,6 +516,7 @@ func runReconfigure(ctx context.Context, args []string, stdin io.Reader, stdout,
 		pid         = fs.Int("pid", 0, "")
 		all         = fs.Bool("all", false, "")
 		asJSON      = fs.Bool("json", false, "")
+		reloadTO    = fs.Duration("reload-timeout", jvm.DefaultReloadTimeout, "")
 		termination = fs.String("termination-log", defaultTerminationLog, "")
 		extraKeys   = fs.String("extra-config-keys", "", "")
 	)
@@ -505,7 +532,7 @@ func runReconfigure(ctx context.Context, args []string, stdin io.Reader, stdout,
 		fmt.Fprintf(stderr, "jmx-attach reconfigure: %s\n\n%s", strings.Join(problems, "; "), reconfigureHelp)
 		return exitUsage
 	}
-	in, err := jvm.NewInjector(jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
+	in, err := jvm.NewInjector(jvm.WithReloadTimeout(*reloadTO), jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
 	if err != nil {
 		fmt.Fprintf(stderr, "jmx-attach reconfigure: %v\n", err)
 		return exitUsage
@@ -562,6 +589,26 @@ func splitKeys(s string) []string {
 		}
 	}
 	return keys
+}
+
+// parseSize parses a size in bytes: a whole number with an optional binary suffix Ki, Mi or Gi (KiB, MiB and
+// GiB too), as Kubernetes quantities spell them.
+func parseSize(s string) (int64, error) {
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}} {
+		if v, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = v, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size such as 32Mi, 1Gi or 33554432", s)
+	}
+	return n * mult, nil
 }
 
 // parsePorts parses --port: one port, or a comma-separated list.

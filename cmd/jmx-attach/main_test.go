@@ -184,6 +184,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404", "--pid", "1", "--jvm", "x.*"},
 		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404", "--all", "--jvm", "[a-"},
 		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404", "--pid", "1", "--wait", "-1s"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404", "--pid", "1", "--min-memory-headroom", "32MB"},
+		{"inject", "--agent", "a.jar", "--config", "c.yaml", "--port", "9404", "--pid", "1", "--min-memory-headroom", "-1"},
 		{"reconfigure", "--pid", "1"},
 		{"reconfigure", "--config", "c.yaml"},
 		{"reconfigure", "--config", "c.yaml", "--bundle-stdin", "--pid", "1"},
@@ -192,6 +194,19 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		_, stderr, code := runBinary(t, args...)
 		if code != exitUsage || stderr == "" {
 			t.Errorf("%v: exit %d, stderr %q; want %d with a message", args, code, stderr, exitUsage)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "33554432": 32 << 20, "32Mi": 32 << 20, "32MiB": 32 << 20, "1Gi": 1 << 30, "512Ki": 512 << 10} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "32MB", "-1", "Mi", "1.5Gi", "9999999999999Gi"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) accepted", in)
 		}
 	}
 }

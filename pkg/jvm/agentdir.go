@@ -36,9 +36,11 @@ const (
 // pre-create a directory at a predictable path, or plant a symbolic link there, and swap the jar between the
 // copy and the load, so that their code runs in the JVM (which may be root's). Therefore:
 //
-//   - every component of the parent path must be a directory (not a symbolic link) owned by root, the JVM's
-//     user or the owner of the target's root directory, and writable by nobody else unless it is sticky (as
-//     /tmp is: others can then neither rename nor remove what is not theirs);
+//   - every directory of the parent path must be owned by root, the JVM's user or the owner of the target's
+//     root directory, and writable by nobody else unless it is sticky (as /tmp is: others can then neither
+//     rename nor remove what is not theirs) or the root of the pod's own emptyDir volume; a symbolic link on
+//     the way is followed inside the target's root only when such an owner made it, and the copies get the
+//     real path (openTrustedDir);
 //   - the directory has a random name and is created with mkdirat, which fails on anything already there, so
 //     an existing directory is never used;
 //   - it has mode 0700 and is given to the JVM's user once the files are written; the files are created with
@@ -75,8 +77,8 @@ func createAgentDir(root *targetRoot, parent string, uid, gid int) (*agentDir, e
 	if err != nil {
 		return nil, err
 	}
-	parent = path.Clean(parent)
-	pfd, err := openTrustedDir(root, parent, trusted)
+	// The copies go under the parent's real path: the JVM is given a path without symbolic links.
+	pfd, parent, err := openTrustedDir(root, path.Clean(parent), trusted)
 	if err != nil {
 		return nil, err
 	}
@@ -189,11 +191,14 @@ func (d *agentDir) seal() error {
 // directory created here, that it is still the JVM user's with mode 0700, and that every file still holds the
 // bytes written (same SHA-256), is read-only and has no other name.
 func (d *agentDir) verify() error {
-	pfd, err := openTrustedDir(d.root, d.parent, d.trusted)
+	pfd, real, err := openTrustedDir(d.root, d.parent, d.trusted)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(pfd)
+	if real != d.parent {
+		return fmt.Errorf("%s now leads to %s through a symbolic link", d.parent, real)
+	}
 	fd, err := unix.Openat(pfd, d.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: d.dir(), Err: err}
@@ -286,56 +291,4 @@ func trustedOwners(root *targetRoot, uid int) (map[int]bool, error) {
 		return nil, fmt.Errorf("stat the root of pid %d: %w", root.pid, err)
 	}
 	return map[int]bool{0: true, uid: true, os.Geteuid(): true, int(st.Uid): true}, nil
-}
-
-// openTrustedDir opens dir in the target's filesystem one component at a time, from the target's root, and
-// checks each: a directory, not a symbolic link, owned by a trusted uid, and writable by group or others only
-// when sticky. It returns an O_PATH descriptor of dir.
-func openTrustedDir(root *targetRoot, dir string, trusted map[int]bool) (int, error) {
-	cur, err := unix.Openat(root.fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("open the root of pid %d: %w", root.pid, err)
-	}
-	if err := checkTrustedDir(cur, "/", trusted); err != nil {
-		unix.Close(cur)
-		return -1, err
-	}
-	walked := "/"
-	for _, part := range strings.Split(strings.TrimPrefix(path.Clean("/"+dir), "/"), "/") {
-		if part == "" {
-			continue
-		}
-		walked = path.Join(walked, part)
-		next, err := unix.Openat(cur, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(cur)
-		if err == unix.ENOTDIR || err == unix.ELOOP {
-			return -1, fmt.Errorf("%s is a symbolic link or not a directory; the copies are only placed under real directories", walked)
-		}
-		if err != nil {
-			return -1, &os.PathError{Op: "open", Path: walked, Err: err}
-		}
-		if err := checkTrustedDir(next, walked, trusted); err != nil {
-			unix.Close(next)
-			return -1, err
-		}
-		cur = next
-	}
-	return cur, nil
-}
-
-// checkTrustedDir checks one component for openTrustedDir.
-func checkTrustedDir(fd int, p string, trusted map[int]bool) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return &os.PathError{Op: "stat", Path: p, Err: err}
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return fmt.Errorf("%s is not a directory", p)
-	case !trusted[int(st.Uid)]:
-		return fmt.Errorf("%s is owned by uid %d, which is neither root nor the JVM's user; the copies are not placed under it", p, st.Uid)
-	case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
-		return fmt.Errorf("%s is writable by group or others and not sticky (mode %o); the copies are not placed under it", p, st.Mode&0o7777)
-	}
-	return nil
 }

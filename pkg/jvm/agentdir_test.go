@@ -124,13 +124,31 @@ func TestAgentDirRefusesParentsOthersControl(t *testing.T) {
 			}
 			return dir
 		}, false},
-		{"a symbolic link to root's directory", func(t *testing.T) string {
-			target := parentDir(t, 0, 0o755)
-			link := filepath.Join(filepath.Dir(target), "link")
-			if err := os.Symlink(target, link); err != nil {
+		{"root's symbolic link to root's directory", func(t *testing.T) string {
+			return symlinkTo(t, parentDir(t, 0, 0o755), 0, true)
+		}, true},
+		{"root's relative symbolic link through .. to root's directory", func(t *testing.T) string {
+			return symlinkTo(t, parentDir(t, 0, 0o755), 0, false)
+		}, true},
+		{"root's symbolic link to root's sticky world-writable directory", func(t *testing.T) string {
+			return symlinkTo(t, parentDir(t, 0, 0o777|os.ModeSticky), 0, true)
+		}, true},
+		{"another user's symbolic link to root's directory", func(t *testing.T) string {
+			return symlinkTo(t, parentDir(t, 0, 0o755), nobody, true)
+		}, false},
+		{"root's symbolic link to another user's directory", func(t *testing.T) string {
+			return symlinkTo(t, parentDir(t, nobody, 0o755), 0, true)
+		}, false},
+		{"root's symbolic link to a world-writable directory, not sticky", func(t *testing.T) string {
+			return symlinkTo(t, parentDir(t, 0, 0o777), 0, true)
+		}, false},
+		{"a symbolic link loop", func(t *testing.T) string {
+			dir := testTargetDir(t)
+			loop := filepath.Join(dir, "loop")
+			if err := os.Symlink(loop, loop); err != nil {
 				t.Fatal(err)
 			}
-			return link
+			return loop
 		}, false},
 		{"missing", func(t *testing.T) string { return filepath.Join(testTargetDir(t), "absent") }, false},
 	}
@@ -144,6 +162,10 @@ func TestAgentDirRefusesParentsOthersControl(t *testing.T) {
 				}
 				d.close()
 				assertCopiesOwnedBy(t, filepath.Dir(paths[0]), jvmUser, jvmUser)
+				real, err := filepath.EvalSymlinks(parent)
+				if err != nil || filepath.Dir(filepath.Dir(paths[0])) != real {
+					t.Fatalf("copies %s are not under the real path %s of %s (%v)", paths[0], real, parent, err)
+				}
 				return
 			}
 			if err == nil {
@@ -157,6 +179,32 @@ func TestAgentDirRefusesParentsOthersControl(t *testing.T) {
 			t.Logf("refused: %v", err)
 		})
 	}
+}
+
+// symlinkTo makes a symbolic link owned by uid to target, in a new root-owned directory: absolute, or relative
+// through "..". It returns the link's path.
+func symlinkTo(t *testing.T, target string, uid int, absolute bool) string {
+	t.Helper()
+	dir := filepath.Join(testTargetDir(t), "links")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	to := target
+	if !absolute {
+		rel, err := filepath.Rel(dir, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to = rel
+	}
+	link := filepath.Join(dir, "tmp")
+	if err := os.Symlink(to, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	return link
 }
 
 // TestAgentDirVerifyNoticesEveryChange changes the copies behind the agentDir's back, as root could, and expects

@@ -183,7 +183,7 @@ func (a *attacher) goneError() error {
 func (a *attacher) connect(ctx context.Context) (net.Conn, error) {
 	root, err := openTargetRoot(a.jvm.PID)
 	if err != nil {
-		return nil, &AttachError{Reason: ReasonProcessGone, Msg: "open target root", Err: err}
+		return nil, err
 	}
 	defer root.Close()
 	sockName := ".java_pid" + strconv.Itoa(a.jvm.NSPID)
@@ -258,7 +258,7 @@ func (a *attacher) checkSignalSafe() error {
 func (a *attacher) checkListenerReachable() error {
 	root, err := openTargetRoot(a.jvm.PID)
 	if err != nil {
-		return &AttachError{Reason: ReasonProcessGone, Msg: "open target root", Err: err}
+		return err
 	}
 	defer root.Close()
 	if fd, err := a.openSocket(root, path.Join("/tmp", ".java_pid"+strconv.Itoa(a.jvm.NSPID))); err == nil {

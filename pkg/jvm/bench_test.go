@@ -115,12 +115,12 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 }
 
 // BenchmarkStartToFirstScrape measures, per JVM, the time from starting the JVM to the first successful scrape
-// of the real jmx_exporter (jvmtest.JMXExporterVersion) injected with WithWait and no minimum age, the way
+// of the project's agent (jvmtest.AgentJar, the one the image ships) injected with WithWait and no minimum age, the way
 // `jmx-attach inject --min-age 0 --wait 60s` runs next to a starting container, over 20 JVMs started one after
 // the other, and reports the p50 and p99. Run it with -benchtime=1x.
 func BenchmarkStartToFirstScrape(b *testing.B) {
 	needJava(b)
-	jar := exporterJar(b)
+	jar := shippedAgentJar(b)
 	cfg := filepath.Join(b.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte(exporterConfigA), 0o644); err != nil {
 		b.Fatal(err)

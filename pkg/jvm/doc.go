@@ -15,12 +15,16 @@
 // scheduler.
 //
 // Loading the Prometheus jmx_exporter agent into the wrong process, or loading it when it cannot start, is
-// destructive: SIGQUIT kills a process that does not handle it, and a jmx_exporter that fails to start calls
-// System.exit. Injector.Inject therefore checks everything it can before it sends the first signal; the port,
-// for one, by binding it in the JVM's network namespace as the JVM would (CheckPort).
+// destructive: SIGQUIT kills a process that does not handle it, and jmx_exporter's own agent calls System.exit
+// when it fails to start. Injector.Inject therefore checks everything it can before it sends the first signal:
+// the port, for one, by binding it in the JVM's network namespace as the JVM would (CheckPort), an exporter
+// already in the JVM, and the room under its container's memory limit. The project's own agent never ends the
+// JVM and reports its verdict in a status file (AgentStatus), which Inject and Reconfigure read, so that a
+// config the agent refuses is a named reason with the collector's own message.
 //
 // The jar and config are copied into a new directory with a random name, under a parent that only root or the
-// JVM's user can change, and verified before the load, so that no other local user can swap the jar that the
+// JVM's user can change (or the pod's own emptyDir volume; a symbolic link on the way is resolved inside the
+// JVM's root), and verified before the load, so that no other local user can swap the jar that the
 // JVM, possibly root's, loads. A per-JVM lock file in the JVM's /tmp, trusted only when root or the JVM's user
 // owns it and nobody else can open it, keeps two injectors (two operator replicas) from loading the agent twice.
 //

@@ -89,9 +89,11 @@ func WithReloadTimeout(d time.Duration) Option {
 }
 
 // WithTargetDir sets the absolute directory, in the target's filesystem, in which each injection creates a new
-// directory (AgentDirPrefix plus a random suffix) for the agent jar and config. Every component of dir must be a
-// directory, not a symbolic link, that only root or the JVM's user can change (a sticky directory such as /tmp
-// qualifies); otherwise the injection fails with ReasonCopyFailed. Default: DefaultTargetDir.
+// directory (AgentDirPrefix plus a random suffix) for the agent jar and config. Every directory on the way must
+// be one that only root or the JVM's user can change (a sticky directory such as /tmp qualifies, and so does
+// the root of the pod's own emptyDir volume); a symbolic link on the way is followed inside the JVM's root when
+// root or the JVM's user made it, and the copies get the resolved path. Otherwise the injection fails with
+// ReasonCopyFailed. Default: DefaultTargetDir.
 func WithTargetDir(dir string) Option {
 	return func(in *Injector) error {
 		if !path.IsAbs(dir) {
@@ -141,6 +143,7 @@ type Injector struct {
 	attachTimeout time.Duration
 	httpTimeout   time.Duration
 	reloadTimeout time.Duration
+	minHeadroom   int64
 	targetDir     string
 	extraKeys     []string
 }
@@ -148,7 +151,7 @@ type Injector struct {
 // NewInjector returns an Injector with the defaults documented on each option.
 func NewInjector(opts ...Option) (*Injector, error) {
 	in := &Injector{minAge: DefaultMinAge, attachTimeout: DefaultAttachTimeout, httpTimeout: DefaultHTTPTimeout,
-		reloadTimeout: DefaultReloadTimeout, targetDir: DefaultTargetDir}
+		reloadTimeout: DefaultReloadTimeout, minHeadroom: DefaultMinMemoryHeadroom, targetDir: DefaultTargetDir}
 	for _, o := range opts {
 		if err := o(in); err != nil {
 			return nil, fmt.Errorf("new injector: %w", err)
@@ -197,8 +200,9 @@ func (in *Injector) precheck(a Agent) (agentFiles, error) {
 //
 //  1. checks that pid is a JVM, the jar, the config, that the agent is not loaded already (marker in the
 //     JVM's /tmp and a listener on the port: then a different config is given to it as Reconfigure does, in
-//     the same run), that no jmx_exporter runs in it as -javaagent, that the agent will be able to bind the
-//     port (CheckPort), and that neither attach nor dynamic agent loading is disabled;
+//     the same run), that no jmx_exporter runs in it as -javaagent, that its container has room for the agent
+//     under its memory limit (WithMinMemoryHeadroom), that the agent will be able to bind the port
+//     (CheckPort), and that neither attach nor dynamic agent loading is disabled;
 //  2. waits until the JVM is at least the minimum age, then checks that its attach listener runs or can be
 //     started without killing it;
 //  3. copies the jar and config into a new directory in the JVM's filesystem (see WithTargetDir), verifies
@@ -256,7 +260,10 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	}
 	dir, paths, err := copyToTarget(pid, in.targetDir, j.FSUID, j.FSGID, files.jar, files.config)
 	if err != nil {
-		return fail(&AttachError{Reason: ReasonCopyFailed, Msg: "place agent files", Err: err})
+		if r := ReasonOf(err); r != ReasonRootInaccessible && r != ReasonProcessGone {
+			err = &AttachError{Reason: ReasonCopyFailed, Msg: "place agent files", Err: err}
+		}
+		return fail(err)
 	}
 	defer dir.close()
 	res.AgentPath, res.ConfigPath = paths[0], paths[1]
@@ -309,6 +316,9 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 		return fail(&AttachError{Reason: ReasonInternal, Msg: "agent loaded, but recording it failed", Err: err})
 	}
 	lock.unlock() // the marker is written: another injection now finds it
+	// A JVM that ends now is reported as soon as it ends, not after the checks time out.
+	ctx, stop := watchExit(ctx, j)
+	defer stop()
 	if found {
 		if want := configDigest(files.config.data); st.ConfigSHA256 != want {
 			return fail(&AttachError{Reason: ReasonInternal, Msg: fmt.Sprintf(
@@ -346,6 +356,31 @@ func (in *Injector) goneOr(j JVM, err error) error {
 		return gone
 	}
 	return err
+}
+
+// exitPoll is how often watchExit looks at the JVM.
+const exitPoll = 100 * time.Millisecond
+
+// watchExit returns a context that ends with ctx or when JVM j ends (its pid gone, reused or a zombie), and a
+// function that stops the watch.
+func watchExit(ctx context.Context, j JVM) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(exitPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if st, err := readStat(j.PID); err != nil || st.StartTicks != j.StartTicks || st.State == 'Z' || st.State == 'X' {
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, cancel
 }
 
 // waitListening waits until some socket listens on port in the network namespace of pid, or timeout passes
@@ -467,10 +502,13 @@ func (in *Injector) reportEarlierLoad(ctx context.Context, j JVM, res InjectResu
 }
 
 // checkBeforeSignal runs the checks that need the JVM but do not touch it and do not depend on its age: no
-// exporter agent runs in it already, the agent can bind its port, and the JVM accepts an agent over the attach
-// protocol.
+// exporter agent runs in it already, its container has room for the agent under its memory limit, the agent
+// can bind its port, and the JVM accepts an agent over the attach protocol.
 func (in *Injector) checkBeforeSignal(j JVM, a Agent) error {
 	if err := checkNoExporterAgent(j); err != nil {
+		return err
+	}
+	if err := checkMemoryHeadroom(j, in.minHeadroom); err != nil {
 		return err
 	}
 	if err := CheckPort(j, a.Host, a.Port); err != nil {

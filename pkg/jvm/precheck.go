@@ -196,7 +196,8 @@ func CheckExporterConfig(file string, extraKeys ...string) error {
 }
 
 // ValidateExporterConfig is CheckExporterConfig for configuration bytes. A key given twice counts once, with its
-// last value, as the collector's YAML parser (SnakeYAML, duplicate keys allowed) reads it.
+// last value, as the collector's YAML parser (SnakeYAML, duplicate keys allowed) reads it; a merge key (<<) at
+// the top level is left to the agent.
 func ValidateExporterConfig(data []byte, extraKeys ...string) error {
 	if len(data) > maxConfigSize {
 		return fmt.Errorf("the config is %d bytes, at most %d", len(data), maxConfigSize)
@@ -230,6 +231,9 @@ func ValidateExporterConfig(data []byte, extraKeys ...string) error {
 			return fmt.Errorf("line %d: keys must be plain strings", key.Line)
 		}
 		name := key.Value
+		if key.Tag == "!!merge" {
+			continue // "<<: *anchor": SnakeYAML merges the keys in; the agent judges them
+		}
 		if !known[name] {
 			return fmt.Errorf("line %d: unknown top-level key %q (known: %s)", key.Line, name, strings.Join(sortedKeys(known), ", "))
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
 )
 
@@ -64,5 +66,29 @@ func TestJVMStartedWithJMXExporterIsRefusedUntouched(t *testing.T) {
 				t.Fatalf("the JVM's own exporter does not serve:\n%s", head(body, 2000))
 			}
 		})
+	}
+}
+
+// TestRootErrorsAreTheirOwnReason checks how a failure to open /proc/<pid>/root is classified: a process that
+// is gone is process-gone, and anything else root-inaccessible, not copy-failed, so that the operator can tell
+// a helper that will never reach the JVM's filesystem from a /tmp that is not writable.
+func TestRootErrorsAreTheirOwnReason(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want Reason
+	}{
+		{unix.ENOENT, ReasonProcessGone},
+		{unix.ESRCH, ReasonProcessGone},
+		{unix.EACCES, ReasonRootInaccessible},
+		{unix.EPERM, ReasonRootInaccessible},
+		{unix.ENOTDIR, ReasonRootInaccessible},
+	} {
+		if got := ReasonOf(rootError(1, tc.err)); got != tc.want {
+			t.Errorf("%v: reason %s, want %s", tc.err, got, tc.want)
+		}
+	}
+	// A pid that never existed: Inspect fails first, but the root itself is classified the same way.
+	if _, err := openTargetRoot(1 << 30); ReasonOf(err) != ReasonProcessGone {
+		t.Errorf("missing pid: %v", err)
 	}
 }

@@ -391,6 +391,8 @@ func TestValidateExporterConfig(t *testing.T) {
 		{"unknown key", "rule:\n- pattern: x\n", false},
 		{"duplicate key, last one valid", "rules: {}\nrules: []\n", true},
 		{"duplicate key, last one invalid", "rules: []\nrules: {}\n", false},
+		{"top-level merge key", "base: &b\n  x: 1\n<<: *b\nrules: []\n", false},
+		{"top-level merge key of known keys", "rules: &r []\n<<: {lowercaseOutputName: true}\n", true},
 		{"YAML 1.1 boolean", "lowercaseOutputName: yes\nexcludeJvmMetrics: Off\n", true},
 		{"quoted yes", "lowercaseOutputName: \"yes\"\n", false},
 		{"hex delay", "startDelaySeconds: 0x1e\n", true},

@@ -83,7 +83,10 @@ func (in *Injector) reconfigure(ctx context.Context, j JVM, configPath string, c
 	}
 	cd, err := openCopiesDir(j, configPath)
 	if err != nil {
-		return fail(&AttachError{Reason: ReasonCopyFailed, Msg: "replace the agent's config", Err: err})
+		if r := ReasonOf(err); r != ReasonRootInaccessible && r != ReasonProcessGone {
+			err = &AttachError{Reason: ReasonCopyFailed, Msg: "replace the agent's config", Err: err}
+		}
+		return fail(err)
 	}
 	defer cd.close()
 	changed, err := cd.replace(config)
@@ -193,11 +196,14 @@ func openCopiesDir(j JVM, configPath string) (*copiesDir, error) {
 	if err != nil {
 		return nil, err
 	}
-	pfd, err := openTrustedDir(root, path.Clean(parent), trusted)
+	pfd, real, err := openTrustedDir(root, path.Clean(parent), trusted)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(pfd)
+	if real != path.Clean(parent) {
+		return nil, fmt.Errorf("%s leads to %s through a symbolic link; the copies are never placed behind one", path.Clean(parent), real)
+	}
 	dfd, err := unix.Openat(pfd, dirName, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: dir, Err: err}

@@ -13,8 +13,21 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
 )
 
-// exporterJar returns the real jmx_prometheus_javaagent jar (jvmtest.JMXExporterVersion) in a directory every
-// user can read.
+// shippedAgentJar returns the project's agent jar (jvmtest.AgentJar), the one the image ships, built from
+// agent/ on first use.
+func shippedAgentJar(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	jar, err := jvmtest.AgentJar(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jar
+}
+
+// exporterJar returns the real upstream jmx_prometheus_javaagent jar (jvmtest.JMXExporterVersion), for the tests
+// whose point is the upstream agent: one already in a JVM, one that keeps no status file.
 func exporterJar(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -73,9 +86,11 @@ func head(s string, n int) string {
 	return s
 }
 
-// TestReconfigureRealExporterReloads loads the real jmx_exporter, replaces its config with Reconfigure, and
-// checks at the next scrapes that the exporter reloaded it (its reload counter went up) and uses it (names
-// lowercased), then that the same config again is left unchanged and a bad config never reaches the file.
+// TestReconfigureRealExporterReloads loads the upstream jmx_exporter 1.0.1, which keeps no status file (so
+// Reconfigure behaves as it did before the project's agent: ok once the file is written), replaces its config
+// with Reconfigure, and checks at the next scrapes that the exporter reloaded it (its reload counter went up)
+// and uses it (names lowercased), then that the same config again is left unchanged and a bad config never
+// reaches the file.
 func TestReconfigureRealExporterReloads(t *testing.T) {
 	t.Parallel()
 	needJava(t)
@@ -173,5 +188,73 @@ func TestReconfigureRefusesAConfigPathOutsideAnAgentDirectory(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(victim); string(got) != "x: 1\n" {
 		t.Fatalf("victim file changed: %q", got)
+	}
+}
+
+// TestShippedAgentReportsItsVerdictOnEveryConfig loads the project's agent and checks that every result tells
+// what the agent did: the load reports the agent serving the config copied; a reconfiguration it applies is ok
+// and in effect at the next scrape; one it refuses (an unclosed regex group) is config-rejected with the
+// collector's message while the old config stays in force, and so is the same config again; a changed
+// httpServer section is ok with a note that it takes effect at the next start; and inject with another config
+// into the JVM injected before reconfigures it in the same run, while the same config again is
+// already-injected.
+func TestShippedAgentReportsItsVerdictOnEveryConfig(t *testing.T) {
+	t.Parallel()
+	needJava(t)
+	jar := shippedAgentJar(t)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte(exporterConfigA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jv, _ := startInspected(t)
+	port := freePort(t)
+	in := newTestInjector(t, WithTargetDir(testTargetDir(t)))
+	res := in.Inject(t.Context(), jv.Pid, Agent{Jar: jar, Config: cfg, Port: port, Host: "127.0.0.1"})
+	requireOK(t, res)
+	if !strings.Contains(res.Message, "config SHA-256 "+configDigest([]byte(exporterConfigA))[:12]) {
+		t.Fatalf("the load's result does not come from the agent's status: %+v", res)
+	}
+	if body := scrapeReal(t, jv.Pid, port); !strings.Contains(body, "java_lang_Memory_HeapMemoryUsage_used") {
+		t.Fatalf("config A not in effect:\n%s", head(body, 2000))
+	}
+
+	rc := in.Reconfigure(t.Context(), jv.Pid, []byte(exporterConfigB))
+	if rc.Status != OutcomeOK || rc.Note != "" {
+		t.Fatalf("reconfigure to B: %+v", rc)
+	}
+	if body := scrapeReal(t, jv.Pid, port); !strings.Contains(body, "java_lang_memory_heapmemoryusage_used") {
+		t.Fatalf("config B not in effect right after an ok reconfigure:\n%s", head(body, 2000))
+	}
+
+	bad := "rules:\n- pattern: \"java.lang<type=(Memory>\"\n"
+	for i := range 2 {
+		rc = in.Reconfigure(t.Context(), jv.Pid, []byte(bad))
+		if rc.Status != OutcomeError || rc.Reason != ReasonConfigRejected || !strings.Contains(rc.Message, "Unclosed group") {
+			t.Fatalf("reconfigure to an unclosed group (attempt %d): %+v, want %s with the collector's message", i+1, rc, ReasonConfigRejected)
+		}
+	}
+	if body := scrapeReal(t, jv.Pid, port); !strings.Contains(body, "java_lang_memory_heapmemoryusage_used") {
+		t.Fatalf("config B no longer in effect after a rejected reconfigure:\n%s", head(body, 2000))
+	}
+
+	withHTTP := exporterConfigB + "httpServer:\n  threads:\n    minimum: 1\n    maximum: 4\n    keepAliveTime: 120\n"
+	rc = in.Reconfigure(t.Context(), jv.Pid, []byte(withHTTP))
+	if rc.Status != OutcomeOK || !strings.Contains(rc.Note, "httpServer") {
+		t.Fatalf("reconfigure with a new httpServer section: %+v, want ok with a note", rc)
+	}
+
+	res = in.Inject(t.Context(), jv.Pid, Agent{Jar: jar, Config: cfg, Port: port, Host: "127.0.0.1"})
+	if res.Status != OutcomeOK || !strings.HasPrefix(res.Note, "reconfigured") {
+		t.Fatalf("inject config A into the JVM serving another: %+v, want ok, reconfigured", res)
+	}
+	if body := scrapeReal(t, jv.Pid, port); !strings.Contains(body, "java_lang_Memory_HeapMemoryUsage_used") {
+		t.Fatalf("config A not in effect after inject reconfigured:\n%s", head(body, 2000))
+	}
+	res = in.Inject(t.Context(), jv.Pid, Agent{Jar: jar, Config: cfg, Port: port, Host: "127.0.0.1"})
+	if res.Status != OutcomeAlreadyInjected {
+		t.Fatalf("inject the same config again: %+v", res)
+	}
+	if got := strings.Count(jv.Output(), jvmtest.AgentLinePrefix); got != 1 || !jv.Alive() {
+		t.Fatalf("the agent was loaded %d times (alive=%v):\n%s", got, jv.Alive(), jv.Output())
 	}
 }

@@ -23,15 +23,25 @@ type targetRoot struct {
 	fd  int
 }
 
+// openTargetRoot opens the root directory of process pid. A process that is gone is an error wrapping
+// ErrProcessGone; any other failure is ReasonRootInaccessible (rootError).
 func openTargetRoot(pid int) (*targetRoot, error) {
 	fd, err := unix.Open(path.Join(procRoot, strconv.Itoa(pid), "root"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
-			return nil, fmt.Errorf("open root of pid %d: %w", pid, ErrProcessGone)
-		}
-		return nil, fmt.Errorf("open root of pid %d: %w", pid, err)
+		return nil, rootError(pid, err)
 	}
 	return &targetRoot{pid: pid, fd: fd}, nil
+}
+
+// rootError classifies a failure to open /proc/<pid>/root: the process is gone (ENOENT, ESRCH), or its root
+// cannot be opened by this process (ReasonRootInaccessible): permission (a security module, or credentials
+// that may read the JVM's maps but not follow its root), or a root directory that is not a directory.
+func rootError(pid int, err error) error {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("open root of pid %d: %w", pid, ErrProcessGone)
+	}
+	return &AttachError{Reason: ReasonRootInaccessible, Msg: fmt.Sprintf(
+		"the root directory of pid %d (/proc/%d/root) cannot be opened by this process, so nothing can be placed in its filesystem", pid, pid), Err: err}
 }
 
 // Close closes the root descriptor.

@@ -16,8 +16,8 @@ const truncationMark = "..."
 
 // FormatTerminationLog encodes results as JSON lines (the form of InjectResult.MarshalLine) that fit, together,
 // in MaxTerminationLog bytes, so that Kubernetes keeps every line of them. The lines leave out AgentPath and
-// ConfigPath, which the marker in the JVM's filesystem keeps. When the lines do not fit, the messages are
-// shortened, all to the same longest length that fits (so that every result keeps as much of its message as
+// ConfigPath, which the marker in the JVM's filesystem keeps. When the lines do not fit, the messages (and
+// notes) are shortened, all to the same longest length that fits (so that every result keeps as much of its message as
 // every other), and a shortened message ends with "...". When even results without messages do not fit, only
 // the first results are written (as many as fit) and the last line is a summary: status error, reason
 // ReasonTruncated, pid 0, and a message saying how many results were left out. ParseTerminationLog reads it
@@ -28,7 +28,7 @@ func FormatTerminationLog(results []InjectResult) []byte {
 	for i, r := range results {
 		r.AgentPath, r.ConfigPath = "", ""
 		compact[i] = r
-		longest = max(longest, len(r.Message))
+		longest = max(longest, len(r.Message), len(r.Note))
 	}
 	// Keep as many results as fit with their messages left out entirely, then give them the longest messages
 	// that still fit.
@@ -62,7 +62,7 @@ func encodeTerminationLog(results []InjectResult, kept, limit int) []byte {
 		return true
 	}
 	for _, r := range results[:kept] {
-		r.Message = shorten(r.Message, limit)
+		r.Message, r.Note = shorten(r.Message, limit), shorten(r.Note, limit)
 		if !add(r) {
 			return nil
 		}

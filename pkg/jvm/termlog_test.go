@@ -102,3 +102,26 @@ func abs(n int) int {
 	}
 	return n
 }
+
+// TestTerminationLogShortensLongNotes: a note (from the agent's status, up to 16 KiB) is shortened like the
+// message, so that every result still fits.
+func TestTerminationLogShortensLongNotes(t *testing.T) {
+	results := longResults(10, 100)
+	for i := range results {
+		results[i].Status, results[i].Reason = OutcomeOK, ""
+		results[i].Note = strings.Repeat("the httpServer section changed; ", 400)
+	}
+	data := FormatTerminationLog(results)
+	got, err := ParseTerminationLog(data)
+	if err != nil || len(data) > MaxTerminationLog {
+		t.Fatalf("%d bytes: %v", len(data), err)
+	}
+	if len(got) != 10 {
+		t.Fatalf("%d results kept, want all 10", len(got))
+	}
+	for i, r := range got {
+		if !strings.HasSuffix(r.Note, truncationMark) || !strings.HasPrefix(results[i].Note, strings.TrimSuffix(r.Note, truncationMark)) {
+			t.Fatalf("note %d: %q", i, r.Note)
+		}
+	}
+}

@@ -46,14 +46,14 @@ func startRawJVM(t testing.TB, java string) int {
 	return cmd.Process.Pid
 }
 
-// TestWaitInjectsAJVMTheMomentItIsSafe starts JVMs and injects the real jmx_exporter into each at once, with
+// TestWaitInjectsAJVMTheMomentItIsSafe starts JVMs and injects the project's agent into each at once, with
 // WithWait and no minimum age, on JDK 17 and the newest JDK: Inject waits for the launcher to load libjvm.so and
 // for HotSpot's SIGQUIT handler, loads the agent (asking again while the JVM refuses because it has not
 // finished starting), and the JVM lives on with /metrics answering.
 func TestWaitInjectsAJVMTheMomentItIsSafe(t *testing.T) {
 	t.Parallel()
 	needJava(t)
-	jar := exporterJar(t)
+	jar := shippedAgentJar(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte(exporterConfigA), 0o644); err != nil {
 		t.Fatal(err)

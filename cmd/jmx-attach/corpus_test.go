@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/handlerkit/handlerkit/pkg/jvm"
+	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
+)
+
+// corpusCase is one bad or unsupported exporter config, and the reasons jmx-attach may give it.
+type corpusCase struct {
+	name string
+	// config returns the config's bytes; dir is a directory for files it names (a key store).
+	config func(t *testing.T, dir string) []byte
+	// want are the acceptable reasons.
+	want []jvm.Reason
+	// busyPort injects on a port a listener holds.
+	busyPort bool
+}
+
+// yamlConfig returns a corpusCase config of fixed text.
+func yamlConfig(s string) func(*testing.T, string) []byte {
+	return func(*testing.T, string) []byte { return []byte(s) }
+}
+
+var invalid = []jvm.Reason{jvm.ReasonConfigInvalid}
+
+// billionLaughs is a YAML bomb: nine levels of nine aliases each, 9^9 strings once expanded, inside the
+// httpServer section, which the prefilter leaves to the agent.
+func billionLaughs() string {
+	var b strings.Builder
+	b.WriteString("rules:\n- pattern: \".*\"\nhttpServer:\n  a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n")
+	prev := "a"
+	for _, c := range "bcdefghi" {
+		fmt.Fprintf(&b, "  %c: &%c [%s*%s]\n", c, c, strings.Repeat("*"+prev+",", 8), prev)
+		prev = string(c)
+	}
+	return b.String()
+}
+
+// keyStore makes a PKCS12 key store with password "secret" and a key aliased "localhost" in dir, with the
+// keytool of the JDK on PATH.
+func keyStore(t *testing.T, dir string) string {
+	t.Helper()
+	ks := filepath.Join(dir, "keystore.p12")
+	if _, err := os.Stat(ks); err == nil {
+		return ks
+	}
+	out, err := exec.Command("keytool", "-genkeypair", "-keystore", ks, "-storetype", "PKCS12", "-storepass", "secret",
+		"-alias", "localhost", "-keyalg", "RSA", "-keysize", "2048", "-dname", "CN=localhost", "-validity", "2").CombinedOutput()
+	if err != nil {
+		t.Fatalf("keytool: %v: %s", err, out)
+	}
+	if err := os.Chmod(ks, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+// corpus is the set of bad and unsupported configs: the four of issue 22 that killed JVMs through
+// jmx_exporter 1.0.1, and regular expression, ObjectName, value type, agent mode, authentication, TLS, size,
+// YAML bomb, encoding and unsupported-section cases, and a busy port.
+var corpus = []corpusCase{
+	// The issue's four: each passed the old prefilter and made jmx_exporter 1.0.1 call System.exit.
+	{name: "unclosed regex group", config: yamlConfig("rules:\n- pattern: \"java.lang<type=(Memory>\"\n"), want: invalid},
+	{name: "Go-style named group", config: yamlConfig("rules:\n- pattern: \"java.lang<type=(?P<t>\\\\w+)>\"\n"), want: invalid},
+	{name: "includeObjectNames without a key", config: yamlConfig("includeObjectNames: [\"java.lang\"]\n"), want: invalid},
+	{name: "basic auth without a password", config: yamlConfig("httpServer:\n  authentication:\n    basic:\n      username: prometheus\n"), want: invalid},
+	// Regular expressions.
+	{name: "trailing backslash", config: yamlConfig("rules:\n- pattern: 'java.lang\\'\n"), want: invalid},
+	{name: "unclosed character class", config: yamlConfig("rules:\n- pattern: \"[a-\"\n"), want: invalid},
+	{name: "dangling quantifier", config: yamlConfig("rules:\n- pattern: \"*Memory\"\n"), want: invalid},
+	{name: "inverted repetition range", config: yamlConfig("rules:\n- pattern: \"a{2,1}\"\n"), want: invalid},
+	// ObjectName patterns.
+	{name: "ObjectName with a trailing comma", config: yamlConfig("excludeObjectNames: [\"java.lang:type=Memory,\"]\n"), want: invalid},
+	{name: "ObjectName with a key twice", config: yamlConfig("includeObjectNames: [\"java.lang:type=Memory,type=Runtime\"]\n"), want: invalid},
+	{name: "ObjectName key without a value", config: yamlConfig("includeObjectNames: [\"java.lang:type\"]\n"), want: invalid},
+	// Value types.
+	{name: "boolean as a sentence", config: yamlConfig("lowercaseOutputName: \"true please\"\n"), want: invalid},
+	{name: "negative start delay", config: yamlConfig("startDelaySeconds: -5\n"), want: invalid},
+	{name: "rules as a mapping", config: yamlConfig("rules:\n  pattern: x\n"), want: invalid},
+	{name: "valueFactor not a number", config: yamlConfig("rules:\n- pattern: \".*\"\n  name: x\n  valueFactor: abc\n"), want: invalid},
+	{name: "labels as a list", config: yamlConfig("rules:\n- pattern: \".*\"\n  name: x\n  labels: [a, b]\n"), want: invalid},
+	{name: "name without a pattern", config: yamlConfig("rules:\n- name: x\n"), want: invalid},
+	// Settings of the standalone exporter, refused in an agent.
+	{name: "hostPort in an agent", config: yamlConfig("hostPort: 127.0.0.1:9999\n"), want: invalid},
+	{name: "jmxUrl in an agent", config: yamlConfig("jmxUrl: service:jmx:rmi:///jndi/rmi://127.0.0.1:9999/jmxrmi\n"), want: invalid},
+	// Authentication.
+	{name: "SHA-256 without a hash", config: yamlConfig("httpServer:\n  authentication:\n    basic:\n      username: u\n      algorithm: SHA-256\n      salt: s\n"), want: invalid},
+	{name: "unknown algorithm", config: yamlConfig("httpServer:\n  authentication:\n    basic:\n      username: u\n      algorithm: MD4\n      passwordHash: ab\n"), want: invalid},
+	{name: "blank username", config: yamlConfig("httpServer:\n  authentication:\n    basic:\n      username: \"  \"\n      password: p\n"), want: invalid},
+	{name: "authenticator plugin that does not exist", config: yamlConfig("httpServer:\n  authentication:\n    plugin:\n      class: com.example.NoSuchAuthenticator\n"), want: invalid},
+	// TLS.
+	{name: "missing key store", config: yamlConfig("httpServer:\n  ssl:\n    keyStore:\n      filename: /nonexistent/keystore.p12\n      password: secret\n    certificate:\n      alias: localhost\n"), want: invalid},
+	{name: "wrong key store password", config: func(t *testing.T, dir string) []byte {
+		return []byte("httpServer:\n  ssl:\n    keyStore:\n      filename: " + keyStore(t, dir) + "\n      password: wrong\n    certificate:\n      alias: localhost\n")
+	}, want: invalid},
+	// Size.
+	{name: "over 1 MiB", config: func(*testing.T, string) []byte {
+		return []byte("rules:\n- pattern: \".*\"\n#" + strings.Repeat("x", jvm.MaxConfigSize) + "\n")
+	}, want: invalid},
+	// A YAML bomb.
+	{name: "billion laughs", config: yamlConfig(billionLaughs()), want: invalid},
+	// Encoding.
+	{name: "invalid UTF-8", config: yamlConfig("rules:\n- pattern: \".*\"\n# \xff\xfe\xfd\n"), want: invalid},
+	{name: "UTF-32 byte order mark", config: yamlConfig("\x00\x00\xfe\xffrules: []\n"), want: invalid},
+	{name: "byte order mark inside a key", config: yamlConfig("rules: []\n\xef\xbb\xbflowercaseOutputName: true\n"), want: invalid},
+	{name: "NUL byte", config: yamlConfig("rules:\n- pattern: \".*\"\x00\n"), want: invalid},
+	// Unsupported sections.
+	{name: "openTelemetry", config: yamlConfig("openTelemetry:\n  endpoint: http://127.0.0.1:4317\n"), want: invalid},
+	{name: "metricCustomizers without mbeanFilter", config: yamlConfig("metricCustomizers:\n- attributesAsLabels: [a]\n"), want: invalid},
+	// The port.
+	{name: "port in use", config: yamlConfig("rules:\n- pattern: \".*\"\n"), want: []jvm.Reason{jvm.ReasonPortInUse}, busyPort: true},
+}
+
+// buildReadyApp compiles testdata/readyapp into dir and returns it as a jvmtest.App.
+func buildReadyApp(t *testing.T, dir string) jvmtest.App {
+	t.Helper()
+	src, err := filepath.Abs("testdata/readyapp/ReadyApp.java")
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := filepath.Join(dir, "classes")
+	if out, err := exec.Command("javac", "-d", classes, src).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v: %s", err, out)
+	}
+	jar := filepath.Join(dir, "ready-app.jar")
+	if err := jvmtest.WriteJar(jar, classes, map[string]string{"Main-Class": "ReadyApp"}); err != nil {
+		t.Fatal(err)
+	}
+	return jvmtest.App{Jar: jar, ClassesDir: classes, MainClass: "ReadyApp"}
+}
+
+// readyJVM is a ReadyApp JVM and its own readiness port.
+type readyJVM struct {
+	*jvmtest.JVM
+	readyPort int
+}
+
+func startReadyJVM(t *testing.T, app jvmtest.App, java string, opts jvmtest.Options) readyJVM {
+	t.Helper()
+	port := freePort(t)
+	opts.App, opts.Java = app, java
+	opts.JVMArgs = append(opts.JVMArgs, "-Dready.port="+strconv.Itoa(port))
+	return readyJVM{JVM: jvmtest.StartJVM(t, opts), readyPort: port}
+}
+
+// requireAlive checks that the JVM process runs and that the application in it still answers its own
+// readiness check.
+func (j readyJVM) requireAlive(t *testing.T, after string) {
+	t.Helper()
+	if !j.Alive() {
+		t.Fatalf("after %s: the JVM ended:\n%s", after, j.Output())
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/ready", j.readyPort))
+	if err != nil {
+		t.Fatalf("after %s: the application does not answer its readiness check: %v\n%s", after, err, j.Output())
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "ready\n" {
+		t.Fatalf("after %s: readiness check: %s %q", after, resp.Status, body)
+	}
+}
+
+// TestCorpusOfBadConfigsNeverHarmsAJVM runs jmx-attach inject with the shipped agent against one JVM per JDK
+// (17 and the newest, 25 here), with each config of the corpus in turn: every attempt is an error with a named
+// reason (never internal), and after each the JVM runs and its application answers its own readiness check.
+// At the end a valid config is injected into the same JVM and serves. A JVM started with the upstream
+// jmx_exporter 1.0.1 as -javaagent is refused with agent-already-present and lives on.
+func TestCorpusOfBadConfigsNeverHarmsAJVM(t *testing.T) {
+	t.Parallel()
+	if len(corpus) < 25 {
+		t.Fatalf("the corpus has %d cases, the issue asks for at least 25", len(corpus))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	agent, err := jvmtest.AgentJar(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ready := buildReadyApp(t, dir)
+	jdks := map[string]string{"jdk17": "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"}
+	if java, version := jvmtest.NewestJDK(18); java != "" {
+		jdks["jdk"+strings.SplitN(version, ".", 2)[0]] = java
+	}
+	if len(jdks) < 2 {
+		t.Fatal("no JDK newer than 17 found under /usr/lib/jvm")
+	}
+	for name, java := range jdks {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			jv := startReadyJVM(t, ready, java, jvmtest.Options{})
+			target := targetDir(t)
+			busy, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer busy.Close()
+			inject := func(configFile string, port int) (jvm.InjectResult, int, string) {
+				out, stderr, code := runBinary(t, "inject", "--agent", agent, "--config", configFile, "--port", strconv.Itoa(port),
+					"--host", "127.0.0.1", "--pid", strconv.Itoa(jv.Pid), "--min-age", "0s", "--json", "--target-dir", target,
+					"--termination-log", "")
+				return parseLines(t, out)[0], code, stderr
+			}
+			reasons := map[jvm.Reason]int{}
+			refusals := 0 // the attempts the agent itself refused: each is one load
+			for i, tc := range corpus {
+				file := filepath.Join(dir, fmt.Sprintf("%s-case-%02d.yaml", name, i))
+				if err := os.WriteFile(file, tc.config(t, dir), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				port := freePort(t)
+				if tc.busyPort {
+					port = busy.Addr().(*net.TCPAddr).Port
+				}
+				res, code, stderr := inject(file, port)
+				ok := false
+				for _, r := range tc.want {
+					ok = ok || res.Reason == r
+				}
+				if res.Status != jvm.OutcomeError || !ok || (code != exitFailed && code != exitBadAgent) {
+					t.Errorf("%s: exit %d, result %+v, want an error with reason %v\nstderr: %s", tc.name, code, res, tc.want, stderr)
+				}
+				reasons[res.Reason]++
+				if strings.Contains(res.Message, "refused to start") {
+					refusals++
+				}
+				t.Logf("%-42s %s: %.160s", tc.name, res.Reason, res.Message)
+				jv.requireAlive(t, tc.name)
+			}
+			loads := strings.Count(jv.Output(), jvmtest.AgentLinePrefix+"refused: ")
+			t.Logf("%d cases, reasons %v; the agent was loaded and refused %d times", len(corpus), reasons, loads)
+			if loads != refusals || refusals == 0 {
+				t.Fatalf("the JVM printed %d refusals of the agent, jmx-attach reported %d:\n%s", loads, refusals, jv.Output())
+			}
+
+			good := filepath.Join(dir, name+"-good.yaml")
+			if err := os.WriteFile(good, []byte("rules:\n- pattern: \".*\"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			port := freePort(t)
+			res, code, stderr := inject(good, port)
+			if code != exitOK || res.Status != jvm.OutcomeOK {
+				t.Fatalf("a valid config after the corpus: exit %d, %+v\nstderr: %s\njvm: %s", code, res, stderr, jv.Output())
+			}
+			if body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port)); !strings.Contains(body, "jvm_memory_used_bytes") {
+				t.Fatalf("metrics after the corpus:\n%.2000s", body)
+			}
+			jv.requireAlive(t, "the valid config")
+			if n := strings.Count(jv.Output(), jvmtest.AgentLinePrefix+"serving"); n != 1 {
+				t.Fatalf("the agent reports serving %d times, want once:\n%s", n, jv.Output())
+			}
+		})
+	}
+	t.Run("jmx_exporter already a -javaagent", func(t *testing.T) {
+		t.Parallel()
+		upstream, err := jvmtest.JMXExporterJar(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exporterPort := freePort(t)
+		jv := startReadyJVM(t, ready, "java", jvmtest.Options{JVMArgs: []string{
+			"-javaagent:" + upstream + "=127.0.0.1:" + strconv.Itoa(exporterPort) + ":" + config}})
+		out, stderr, code := runBinary(t, "inject", "--agent", agent, "--config", config, "--port", strconv.Itoa(freePort(t)),
+			"--host", "127.0.0.1", "--pid", strconv.Itoa(jv.Pid), "--min-age", "0s", "--json", "--target-dir", targetDir(t),
+			"--termination-log", "")
+		res := parseLines(t, out)[0]
+		if code != exitFailed || res.Reason != jvm.ReasonAgentAlreadyPresent {
+			t.Fatalf("exit %d, %+v, want %s\nstderr: %s", code, res, jvm.ReasonAgentAlreadyPresent, stderr)
+		}
+		jv.requireAlive(t, "the injection")
+		if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(jv.Pid)); err == nil {
+			t.Fatal("the JVM was signalled")
+		}
+		if body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", exporterPort)); !strings.Contains(body, "jvm_memory") {
+			t.Fatalf("the JVM's own exporter:\n%.2000s", body)
+		}
+	})
+}
