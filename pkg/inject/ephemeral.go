@@ -149,7 +149,7 @@ func refusedPatch(err error) bool {
 		return false // a concurrent writer added the same name: look again
 	}
 	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
-		apierrors.IsMethodNotSupported(err) || strings.Contains(err.Error(), "denied the request")
+		apierrors.IsMethodNotSupported(err) || strings.Contains(err.Error(), "denied the request") || strings.Contains(err.Error(), "denied request")
 }
 
 // run finds the latest attempt with prefix: a running one is waited for; a
