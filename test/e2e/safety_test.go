@@ -400,10 +400,24 @@ func TestAgentLoadCountSeesASecondLoad(t *testing.T) {
 	if n, lines := agentLoads(t, ns, "jvm", "app"); n != 1 {
 		t.Fatalf("after the operator's load: %q, want one line", lines)
 	}
-	if _, stderr, err := execIn(t, ns, "jvm", "app", []string{"/bin/sh", "-c", "rm -f /tmp/.handlerkit-jmx-agent-*.json"}); err != nil {
+	loadAgainByHand(t, ns, "jvm")
+	waitFor(t, time.Minute, "two agent lines", func() (bool, string) {
+		n, lines := agentLoads(t, ns, "jvm", "app")
+		return n == 2, fmt.Sprintf("%q", lines)
+	})
+	alive(t, ns, "jvm")
+}
+
+// loadAgainByHand loads the agent into the JVM of the pod's container app a
+// second time, as a double-loading operator would: it removes jmx-attach's
+// marker and runs jmx-attach in an ephemeral container of its own, on the
+// next port.
+func loadAgainByHand(t *testing.T, ns, name string) {
+	t.Helper()
+	if _, stderr, err := execIn(t, ns, name, "app", []string{"/bin/sh", "-c", "rm -f /tmp/.handlerkit-jmx-agent-*.json"}); err != nil {
 		t.Fatalf("remove the marker: %v %s", err, stderr)
 	}
-	pod := waitRunning(t, ns, "jvm")
+	pod := waitRunning(t, ns, name)
 	cs := pod.Status.ContainerStatuses[0]
 	target := inject.Target{Pod: pod, Container: "app", ContainerID: cs.ContainerID,
 		Capabilities: inject.ContainerCapabilities(pod.Spec.Containers[0].SecurityContext)}
@@ -414,10 +428,5 @@ func TestAgentLoadCountSeesASecondLoad(t *testing.T) {
 		Port: jmxv1alpha1.DefaultPort + 1, Config: []byte(jmxv1alpha1.DefaultExporterConfig), Wait: 10 * time.Second,
 		Image: testimages.AgentRef, AgentPath: jmxv1alpha1.DefaultAgentPath, AttachHelperPath: jmxv1alpha1.DefaultAttachHelperPath,
 		PullPolicy: corev1.PullNever})
-	t.Logf("the second load: %+v %v", out, err)
-	waitFor(t, time.Minute, "two agent lines", func() (bool, string) {
-		n, lines := agentLoads(t, ns, "jvm", "app")
-		return n == 2, fmt.Sprintf("%q", lines)
-	})
-	alive(t, ns, "jvm")
+	t.Logf("the second load into %s: %+v %v", name, out, err)
 }
