@@ -57,6 +57,9 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 	}
 	if e.Deleted {
 		r.metrics.forgetExporter(ex.Namespace, ex.Name)
+		r.canaryMu.Lock()
+		delete(r.canary, ex.Namespace+"/"+ex.Name)
+		r.canaryMu.Unlock()
 		return nil
 	}
 	if ex.DeletionTimestamp != nil {
