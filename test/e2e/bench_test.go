@@ -15,8 +15,8 @@ import (
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
-	"github.com/handlerkit/handlerkit/pkg/operator"
 	"github.com/handlerkit/handlerkit/pkg/jvm"
+	"github.com/handlerkit/handlerkit/pkg/operator"
 )
 
 // BenchmarkJVMStartToFirstScrape measures, over 20 JVM pods started one
