@@ -50,6 +50,10 @@ type config struct {
 	timeout         time.Duration
 	parallelism     int
 	jvmWait         time.Duration
+	breakerWindow   time.Duration
+	resync          time.Duration
+	budget          int
+	maxAttempts     int
 	agentImage      string
 	agentPath       string
 	attachHelper    string
@@ -152,6 +156,14 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		"pods injected at once (env PARALLELISM)")
 	fs.DurationVar(&c.jvmWait, "jvm-wait", envDuration("JVM_WAIT", operator.DefaultJVMWait),
 		"how long after a container starts a JVM may take to appear in it (env JVM_WAIT)")
+	fs.DurationVar(&c.resync, "resync", envDuration("RESYNC", 10*time.Minute),
+		"how often every exporter is handled again when nothing changed; 0 never (env RESYNC)")
+	fs.DurationVar(&c.breakerWindow, "breaker-window", envDuration("BREAKER_WINDOW", operator.DefaultBreakerWindow),
+		"a JVM that ends within this time after a load opens its exporter's circuit breaker; a change of an exporter's spec or config is tried on one container for this long before the others (env BREAKER_WINDOW)")
+	fs.IntVar(&c.budget, "ephemeral-container-budget", envInt("EPHEMERAL_CONTAINER_BUDGET", operator.DefaultEphemeralContainerBudget),
+		"ephemeral containers the operator adds to one pod in the pod's whole life, injections and reconfigurations together; past it the pod is reported, not patched (env EPHEMERAL_CONTAINER_BUDGET)")
+	fs.IntVar(&c.maxAttempts, "max-attempts", envInt("MAX_ATTEMPTS", operator.DefaultMaxAttempts),
+		"transiently failed attempts allowed on one container start, with either strategy; then TooManyAttempts (env MAX_ATTEMPTS)")
 	fs.StringVar(&c.agentImage, "agent-image", env("AGENT_IMAGE", jmxv1alpha1.DefaultAgentImage),
 		"agent image of the EphemeralContainer strategy, for exporters that leave spec.agent.image empty (env AGENT_IMAGE)")
 	fs.StringVar(&c.agentPath, "agent-path", env("AGENT_PATH", jmxv1alpha1.DefaultAgentPath),
@@ -218,6 +230,15 @@ Flags (each also from the environment variable in parentheses; flags win):
 	}
 	if c.parallelism < 1 {
 		return c, fmt.Errorf("--parallelism %d: at least 1", c.parallelism)
+	}
+	if c.breakerWindow < time.Second {
+		return c, fmt.Errorf("--breaker-window %s: at least 1s", c.breakerWindow)
+	}
+	if c.budget < 1 {
+		return c, fmt.Errorf("--ephemeral-container-budget %d: at least 1", c.budget)
+	}
+	if c.maxAttempts < 1 {
+		return c, fmt.Errorf("--max-attempts %d: at least 1", c.maxAttempts)
 	}
 	labels, err := parseLabels(*podMonLabels)
 	if err != nil {
@@ -357,6 +378,7 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		PullPolicy:        corev1.PullPolicy(c.pullPolicy),
 		LocalAttachHelper: c.localHelper, LocalAgentJar: c.localJar,
 		InjectionTimeout: c.timeout, Parallelism: c.parallelism, JVMWait: c.jvmWait,
+		BreakerWindow: c.breakerWindow, Resync: c.resync, EphemeralContainerBudget: c.budget, MaxAttempts: c.maxAttempts,
 		DisablePodMonitors: !c.podMonitors, PodMonitorLabels: c.podMonLabels,
 	})
 	if err != nil {

@@ -15,7 +15,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	for _, f := range []string{"-namespaces", "WATCH_NAMESPACE", "-kubeconfig", "-metrics-addr", "-leader-election", "-log-level",
 		"-log-format", "-strategies", "-default-strategy", "-injection-timeout", "-parallelism", "-jvm-wait", "-agent-image",
 		"-image-pull-policy", "-local-attach-helper", "-local-agent-jar", "-pod-monitors", "POD_MONITORS", "-pod-monitor-labels",
-		"-metrics-service", "METRICS_SERVICE", "docs/operator.md"} {
+		"-metrics-service", "METRICS_SERVICE", "-breaker-window", "-resync", "-ephemeral-container-budget", "-max-attempts", "docs/operator.md"} {
 		if !strings.Contains(help, f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -32,6 +32,9 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{"--image-pull-policy", "Sometimes"},
 		{"--injection-timeout", "1s"},
 		{"--parallelism", "0"},
+		{"--breaker-window", "10ms"},
+		{"--ephemeral-container-budget", "0"},
+		{"--max-attempts", "0"},
 		{"--log-level", "loud"},
 		{"--metrics-service", "some"},
 		{"--metrics-service", "leader", "--leader-election", "none"},

@@ -29,6 +29,27 @@ import (
 // retries of transient failures must not pile up without end.
 const DefaultMaxAttempts = 5
 
+// DefaultBudget is how many ephemeral containers of the operator (named
+// ContainerNamePrefix...) one pod may collect in its whole life, injections
+// and reconfigurations together, whatever its containers' restarts.
+const DefaultBudget = 5
+
+// ContainerNamePrefix starts the name of every ephemeral container the
+// operator adds.
+const ContainerNamePrefix = "jmx-"
+
+// Reasons of Outcome.Refused besides ReasonShellNotFound.
+const (
+	// ReasonPatchRefused: the API server refused the ephemeral container or
+	// the exec (Pod Security, an admission webhook, RBAC, validation).
+	ReasonPatchRefused = "PatchRefused"
+	// ReasonBudgetExhausted: the pod has its budget of ephemeral containers.
+	ReasonBudgetExhausted = "EphemeralContainerBudgetExhausted"
+	// ReasonConfigTooLarge: the config exceeds MaxConfigBytes or
+	// MaxCompressedConfigBytes.
+	ReasonConfigTooLarge = "ConfigTooLarge"
+)
+
 // imagePullGrace is how long an ephemeral container may wait for its image
 // before the attempt is given up as failed.
 const imagePullGrace = 2 * time.Minute
@@ -46,6 +67,10 @@ type EphemeralContainer struct {
 	// MaxAttempts bounds attempts per container start and purpose; 0 means
 	// DefaultMaxAttempts.
 	MaxAttempts int
+	// Budget bounds the operator's ephemeral containers in one pod over its
+	// whole life; 0 means DefaultBudget. Past it, Inject and Reconfigure
+	// answer Outcome.Refused ReasonBudgetExhausted and add nothing.
+	Budget int
 }
 
 // Name implements Strategy.
@@ -97,6 +122,36 @@ func (s *EphemeralContainer) maxAttempts() int {
 	return DefaultMaxAttempts
 }
 
+func (s *EphemeralContainer) budget() int {
+	if s.Budget > 0 {
+		return s.Budget
+	}
+	return DefaultBudget
+}
+
+// OperatorContainers counts the pod's ephemeral containers that the operator
+// added (named ContainerNamePrefix...).
+func OperatorContainers(pod *corev1.Pod) int {
+	n := 0
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if strings.HasPrefix(ec.Name, ContainerNamePrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// refusedPatch says whether err is the API server refusing the request
+// itself (authorization, admission, validation), which asking again will not
+// change.
+func refusedPatch(err error) bool {
+	if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "Duplicate value") {
+		return false // a concurrent writer added the same name: look again
+	}
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsMethodNotSupported(err) || strings.Contains(err.Error(), "denied the request") || strings.Contains(err.Error(), "denied request")
+}
+
 // run finds the latest attempt with prefix: a running one is waited for; a
 // finished one (whose result an earlier run already took, or which a
 // restarted operator cannot trust to answer today's request) is followed by
@@ -104,6 +159,10 @@ func (s *EphemeralContainer) maxAttempts() int {
 func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefix string, command []string) (Outcome, error) {
 	if t.Pod == nil {
 		return Outcome{}, errors.New("inject: no pod")
+	}
+	env, err := EncodeConfig(r.Config)
+	if err != nil {
+		return Outcome{Refused: ReasonConfigTooLarge, Detail: err.Error()}, nil
 	}
 	pods := s.Client.CoreV1().Pods(t.Pod.Namespace)
 	var name string
@@ -121,7 +180,13 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 			break
 		}
 		if n >= s.maxAttempts() {
-			return Outcome{}, fmt.Errorf("%w (%d ephemeral containers %s*)", ErrTooManyAttempts, n, prefix)
+			return Outcome{}, fmt.Errorf("%w (%d ephemeral containers %s*; the last, %s: %s)", ErrTooManyAttempts, n, prefix,
+				latest, lastWords(pod, latest))
+		}
+		if have := OperatorContainers(pod); have >= s.budget() {
+			return Outcome{Refused: ReasonBudgetExhausted, Detail: fmt.Sprintf(
+				"pod %s already has %d of the operator's ephemeral containers, its budget for the pod's life (--ephemeral-container-budget=%d); ephemeral containers cannot be removed, so no more are added: recreate the pod, or use the Exec strategy",
+				t.Pod.Name, have, s.budget())}, nil
 		}
 		next := prefix + strconv.Itoa(n+1)
 		ec := corev1.EphemeralContainer{
@@ -130,7 +195,7 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 				Image:                    r.Image,
 				ImagePullPolicy:          r.PullPolicy,
 				Command:                  command,
-				Env:                      []corev1.EnvVar{{Name: ConfigEnv, Value: string(r.Config)}},
+				Env:                      []corev1.EnvVar{{Name: ConfigEnv, Value: env}},
 				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				SecurityContext:          SecurityContext(t),
@@ -155,6 +220,9 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 			// Someone (another replica, a restarted predecessor) changed the
 			// pod: look again.
 			continue
+		case refusedPatch(err):
+			return Outcome{Refused: ReasonPatchRefused, Detail: truncate(fmt.Sprintf(
+				"the API server refused the ephemeral container %s for %s: %v", next, t, err), 1024)}, nil
 		default:
 			return Outcome{}, fmt.Errorf("add ephemeral container %s to %s: %w", next, t, err)
 		}
@@ -168,6 +236,23 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 		return o, fmt.Errorf("ephemeral container %s in %s: %w", name, t, err)
 	}
 	return o, nil
+}
+
+// lastWords describes how the ephemeral container name ended, for the
+// TooManyAttempts message.
+func lastWords(pod *corev1.Pod, name string) string {
+	for _, st := range pod.Status.EphemeralContainerStatuses {
+		if st.Name != name {
+			continue
+		}
+		if term := st.State.Terminated; term != nil {
+			return truncate(fmt.Sprintf("exit %d %s %s", term.ExitCode, term.Reason, strings.TrimSpace(term.Message)), 400)
+		}
+		if w := st.State.Waiting; w != nil {
+			return truncate(fmt.Sprintf("waiting: %s %s", w.Reason, w.Message), 400)
+		}
+	}
+	return "no status"
 }
 
 // SecurityContext is the ephemeral container's security context: as small as

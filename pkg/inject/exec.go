@@ -51,6 +51,9 @@ func (s *Exec) Name() string { return "Exec" }
 
 // Inject implements Strategy.
 func (s *Exec) Inject(ctx context.Context, t Target, r Request) (Outcome, error) {
+	if _, err := EncodeConfig(r.Config); err != nil {
+		return Outcome{Refused: ReasonConfigTooLarge, Detail: err.Error()}, nil
+	}
 	jar, err := os.ReadFile(s.AgentJar)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("read the agent jar: %w", err)
@@ -79,6 +82,10 @@ func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (
 	defer helper.Close()
 	var stdout, stderr bytes.Buffer
 	if err := s.exec(ctx, t, []string{"/bin/sh", "-c", stageScript}, helper, &stdout, &stderr); err != nil {
+		if refusedPatch(err) {
+			return Outcome{Refused: ReasonPatchRefused, Detail: truncate(fmt.Sprintf(
+				"the API server refused the exec into %s: %v", t, err), 1024)}, nil
+		}
 		if noShell(err, stderr.String()) {
 			return Outcome{Refused: ReasonShellNotFound, Detail: fmt.Sprintf(
 				"the Exec strategy needs /bin/sh, mktemp, cat and chmod in container %s (%v); use the EphemeralContainer strategy, which needs nothing in the image",

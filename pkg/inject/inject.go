@@ -7,9 +7,10 @@
 //
 //   - EphemeralContainer adds an ephemeral container from the agent image that
 //     targets the JVM's container (it shares its PID namespace) and runs
-//     `jmx-attach inject`, with the exporter config in its environment. The
-//     result comes back as the container's termination message. Nothing is
-//     needed in the target image.
+//     `jmx-attach inject`, with the exporter config in its environment,
+//     gzipped (EncodeConfig). The result comes back as the container's
+//     termination message. Nothing is needed in the target image. A pod gets
+//     at most a budget of such containers in its whole life.
 //   - Exec execs into the JVM's container with a fixed command and streams
 //     jmx-attach, the agent jar and the config in as stdin. It needs /bin/sh,
 //     mktemp, cat and chmod in the target image and a writable /tmp. No user
@@ -37,7 +38,8 @@ import (
 )
 
 // ConfigEnv is the environment variable of the ephemeral container that holds
-// the exporter's YAML config (an ephemeral container cannot mount a volume).
+// the exporter's YAML config (an ephemeral container cannot mount a volume),
+// encoded by EncodeConfig.
 const ConfigEnv = "HANDLERKIT_JMX_CONFIG"
 
 // Exit codes of jmx-attach that the strategies interpret.
@@ -143,9 +145,12 @@ type Outcome struct {
 	// Detail is jmx-attach's own message when it reported no results (bad
 	// arguments, an invalid config or jar); it is empty otherwise.
 	Detail string
-	// Refused, when set, is a CamelCase reason why the container cannot be
-	// injected this way at all (ShellNotFound: Exec in an image without a
-	// shell); Detail says what to do. It is permanent for the container.
+	// Refused, when set, is a CamelCase reason why nothing ran in the
+	// container: ReasonShellNotFound (Exec in an image without a shell),
+	// ReasonPatchRefused (the API server refused the ephemeral container or
+	// the exec), ReasonBudgetExhausted (the pod has its budget of ephemeral
+	// containers) or ReasonConfigTooLarge. Detail says what to do. Asking
+	// again without a change gets the same answer.
 	Refused string
 }
 

@@ -27,10 +27,13 @@ type job struct {
 	spec         jmxv1alpha1.PrometheusJmxExporterSpec
 	config       []byte
 	configHash   string
+	generation   int64
 	strategy     inject.Strategy
 	tasks        []task
 	// written are the container records this job wrote, by container name.
 	written map[string]ContainerRecord
+	// canary is set on the one job that tries a change first.
+	canary bool
 }
 
 type task struct {
@@ -38,6 +41,9 @@ type task struct {
 	reconfigure bool
 	previous    ContainerRecord
 	hadRecord   bool
+	// retryFailure is set when previous is a permanent failure met with an
+	// earlier generation or config, which is tried once more.
+	retryFailure bool
 }
 
 // outcome classes.
@@ -95,9 +101,11 @@ func (r *Reconciler) stillNeeded(ctx context.Context, j *job) (*corev1.Pod, bool
 	for _, t := range j.tasks {
 		c, ok := rec.current(t.container.Name, t.container.ContainerID)
 		switch {
-		case !t.reconfigure && ok:
+		case !t.reconfigure && ok && c.settled() && !t.retryFailure:
 			continue // injected (or found to have no JVM, or failed) meanwhile
-		case t.reconfigure && ok && c.ConfigHash == j.configHash:
+		case !t.reconfigure && ok && t.retryFailure && c.Failure != nil && c.Generation == j.generation && c.ConfigHash == j.configHash:
+			continue // tried again meanwhile
+		case t.reconfigure && ok && (c.ConfigHash == j.configHash || c.Rejected != nil && c.Rejected.ConfigHash == j.configHash):
 			continue
 		}
 		tasks = append(tasks, t)
@@ -144,7 +152,8 @@ func showsRecords(pod *corev1.Pod, written map[string]ContainerRecord) bool {
 	rec := readRecord(pod)
 	for name, w := range written {
 		c, ok := rec.current(name, w.ContainerID)
-		if !ok || c.ConfigHash != w.ConfigHash {
+		if !ok || c.ConfigHash != w.ConfigHash || c.Attempts != w.Attempts || c.Generation != w.Generation ||
+			(c.Rejected == nil) != (w.Rejected == nil) {
 			return false
 		}
 	}
@@ -248,29 +257,58 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 	}
 	rec := classify(out, err)
 	exporterRef := r.exporterRef(j)
-	switch rec.class {
-	case resultRetry:
-		backoff := r.retries.failed(key)
-		if errors.Is(err, inject.ErrTooManyAttempts) {
-			rec.class = resultFailure
-			rec.failure = &Failure{Reason: "TooManyAttempts", Message: err.Error()}
-			break
+	attempts := 0
+	if p := t.previous; t.hadRecord && !p.settled() && p.Generation == j.generation && p.ConfigHash == j.configHash {
+		attempts = p.Attempts
+	}
+	if rec.class == resultRetry {
+		attempts++
+		last := rec.reason + ": " + rec.message
+		switch {
+		case errors.Is(err, inject.ErrTooManyAttempts):
+			rec = classified{class: resultFailure, reason: jmxv1alpha1.ReasonTooManyAttempts, failure: &Failure{
+				Reason: jmxv1alpha1.ReasonTooManyAttempts, Message: truncateMsg(err.Error()+lastCause(t.previous.LastError), 2048)}}
+		case attempts >= r.opts.MaxAttempts:
+			rec = classified{class: resultFailure, reason: jmxv1alpha1.ReasonTooManyAttempts, failure: &Failure{
+				Reason: jmxv1alpha1.ReasonTooManyAttempts, Message: truncateMsg(fmt.Sprintf(
+					"%d attempts on this container start failed; the last cause: %s; restart the container, or change the exporter, to try again", attempts, last), 2048)}}
+		default:
+			backoff := r.retries.failed(key)
+			r.metrics.observe(j.strategy.Name(), resultRetry, rec.reason, took)
+			msg := fmt.Sprintf("injecting %s failed (attempt %d of %d), retrying in %s: %s", target, attempts, r.opts.MaxAttempts,
+				backoff.Round(time.Second), rec.message)
+			log.Warn("operator: " + msg)
+			r.event(j.pod, exporterRef, corev1.EventTypeWarning, "InjectionRetry", msg)
+			// The attempt is recorded on the pod, so that the bound holds
+			// for both strategies across operator restarts.
+			now := metav1.Now()
+			pending := ContainerRecord{ContainerID: cs.ContainerID, Port: j.spec.Port, ConfigHash: j.configHash,
+				Generation: j.generation, Attempts: attempts, LastError: truncateMsg(last, 1024), AttemptedAt: &now}
+			if err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
+				pr.Exporter = j.exporterName
+				pr.Containers[cs.Name] = pending
+			}); err != nil {
+				log.Warnf("operator: record the attempt on %s: %v", target, err)
+				return
+			}
+			j.written[cs.Name] = pending
+			return
 		}
-		r.metrics.observe(j.strategy.Name(), resultRetry, rec.reason, took)
-		msg := fmt.Sprintf("injecting %s failed, retrying in %s: %s", target, backoff.Round(time.Second), rec.message)
-		log.Warn("operator: " + msg)
-		r.event(j.pod, exporterRef, corev1.EventTypeWarning, "InjectionRetry", msg)
-		return
 	}
 	r.retries.forget(key)
 	now := metav1.Now()
+	c := ContainerRecord{ContainerID: cs.ContainerID, Port: j.spec.Port, ConfigHash: j.configHash, Generation: j.generation,
+		JVMs: rec.jvms, NoJVM: rec.noJVM, Failure: rec.failure, Note: rec.note}
+	if rec.rejected != "" {
+		// The JVMs had an agent from an earlier load that kept its config.
+		c.ConfigHash = ""
+		c.Rejected = &Rejection{ConfigHash: j.configHash, Reason: jmxv1alpha1.ReasonConfigRejected, Message: rec.rejected}
+	}
+	if len(rec.jvms) > 0 {
+		c.InjectedAt = &now
+	}
 	err = updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
 		pr.Exporter = j.exporterName
-		c := ContainerRecord{ContainerID: cs.ContainerID, Port: j.spec.Port, ConfigHash: j.configHash,
-			JVMs: rec.jvms, NoJVM: rec.noJVM, Failure: rec.failure}
-		if len(rec.jvms) > 0 {
-			c.InjectedAt = &now
-		}
 		pr.Containers[cs.Name] = c
 	})
 	if err != nil {
@@ -278,7 +316,7 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 		log.Warnf("operator: record the injection of %s: %v", target, err)
 		return
 	}
-	j.written[cs.Name] = ContainerRecord{ContainerID: cs.ContainerID, ConfigHash: j.configHash}
+	j.written[cs.Name] = c
 	for _, jr := range rec.jvms {
 		inUse[cs.Name] = append(inUse[cs.Name], jr.Port)
 	}
@@ -295,6 +333,10 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 		log.Info("operator: no JVM in " + target.String())
 		r.event(j.pod, exporterRef, corev1.EventTypeNormal, jmxv1alpha1.ReasonNoJVMFound,
 			fmt.Sprintf("no JVM found in %s within %s; the container is left alone", target, req.Wait))
+	case rec.rejected != "":
+		msg := fmt.Sprintf("the agent already in %s refused the current config and keeps its previous one: %s", target, rec.rejected)
+		log.Warn("operator: " + msg)
+		r.event(j.pod, exporterRef, corev1.EventTypeWarning, jmxv1alpha1.ReasonConfigRejected, msg)
 	default:
 		var ports []string
 		for _, jr := range rec.jvms {
@@ -302,9 +344,26 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 		}
 		msg := fmt.Sprintf("loaded the JMX exporter agent into %s: %s (%s, %s)", target, strings.Join(ports, ", "),
 			j.strategy.Name(), took.Round(time.Millisecond))
+		if rec.note != "" {
+			msg += "; note: " + rec.note
+		}
 		log.Info("operator: " + msg)
 		r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Injected", msg)
 	}
+}
+
+func lastCause(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "; the last cause this operator saw: " + s
+}
+
+func truncateMsg(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
@@ -320,21 +379,41 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 		return
 	}
 	took := time.Since(start)
+	var rejected *Rejection
+	var notes []string
 	if err == nil {
 		for _, res := range out.Results {
-			// A JVM that never got the agent (a second JVM that was refused,
-			// or started later) has nothing to reconfigure.
-			if res.Status == jvm.OutcomeError && res.Reason != jvm.ReasonNotInjected {
-				err = fmt.Errorf("JVM %d (%s): %s: %s", res.NSPID, res.MainClass, res.Reason, res.Message)
-				break
+			switch {
+			case res.OK():
+				if res.Note != "" {
+					notes = appendOnce(notes, res.Note)
+				}
+			case res.Reason == jvm.ReasonNotInjected:
+				// A JVM that never got the agent (a second JVM that was
+				// refused, or started later) has nothing to reconfigure.
+			case res.Reason == jvm.ReasonConfigRejected:
+				if rejected == nil {
+					rejected = &Rejection{ConfigHash: j.configHash, Reason: jmxv1alpha1.ReasonConfigRejected,
+						Message: truncateMsg(fmt.Sprintf("JVM %d (%s): %s", res.NSPID, res.MainClass, res.Message), 2048)}
+				}
+			default:
+				if err == nil {
+					err = fmt.Errorf("JVM %d (%s): %s: %s", res.NSPID, res.MainClass, res.Reason, res.Message)
+				}
 			}
 		}
-		if len(out.Results) == 0 {
+		switch {
+		case out.Refused != "":
+			// Nothing ran: the pod's budget is spent, or the API server
+			// refused; asking again without a change gets the same answer.
+			rejected = &Rejection{ConfigHash: j.configHash, Reason: out.Refused, Message: truncateMsg(out.Detail, 2048)}
+			err = nil
+		case len(out.Results) == 0 && err == nil:
 			err = fmt.Errorf("no result: %s", out.Detail)
 		}
 	}
 	exporterRef := r.exporterRef(j)
-	if err != nil {
+	if err != nil && rejected == nil {
 		backoff := r.retries.failed(key)
 		r.metrics.observe(j.strategy.Name()+"/reconfigure", resultRetry, "ReconfigureFailed", took)
 		msg := fmt.Sprintf("giving %s the new config failed, retrying in %s: %v", target, backoff.Round(time.Second), err)
@@ -343,24 +422,42 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 		return
 	}
 	r.retries.forget(key)
+	var written ContainerRecord
 	applied := false
+	now := metav1.Now()
 	if err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
 		applied = false
-		if c, ok := pr.Containers[cs.Name]; ok && c.ContainerID == cs.ContainerID {
-			c.ConfigHash = j.configHash
-			pr.Containers[cs.Name] = c
-			applied = true
+		c, ok := pr.Containers[cs.Name]
+		if !ok || c.ContainerID != cs.ContainerID {
+			return
 		}
+		if rejected != nil {
+			c.Rejected = rejected
+		} else {
+			c.ConfigHash, c.Generation, c.ConfiguredAt, c.Note, c.Rejected = j.configHash, j.generation, &now, strings.Join(notes, "; "), nil
+		}
+		pr.Containers[cs.Name] = c
+		written, applied = c, true
 	}); err != nil {
 		r.retries.failed(key)
 		return
 	}
 	if applied {
-		j.written[cs.Name] = ContainerRecord{ContainerID: cs.ContainerID, ConfigHash: j.configHash}
+		j.written[cs.Name] = written
+	}
+	if rejected != nil {
+		r.metrics.observe(j.strategy.Name()+"/reconfigure", resultFailure, rejected.Reason, took)
+		msg := fmt.Sprintf("%s kept its previous config: %s: %s", target, rejected.Reason, rejected.Message)
+		r.op.Logger().Warn("operator: " + msg)
+		r.event(j.pod, exporterRef, corev1.EventTypeWarning, rejected.Reason, msg)
+		return
 	}
 	r.metrics.observe(j.strategy.Name()+"/reconfigure", resultSuccess, "", took)
-	r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Reconfigured",
-		fmt.Sprintf("wrote the new exporter config into %s; the running agents reload it on their next scrape", target))
+	msg := fmt.Sprintf("gave %s the new exporter config; its agents reloaded it", target)
+	if len(notes) > 0 {
+		msg += "; note: " + strings.Join(notes, "; ")
+	}
+	r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Reconfigured", msg)
 }
 
 // exporterRef is enough of the exporter for an Event.
@@ -392,10 +489,17 @@ type classified struct {
 	jvms    []JVMRecord
 	noJVM   bool
 	failure *Failure
+	// rejected is the agent's message when a JVM that had the agent from an
+	// earlier load refused the new config (it is in jvms, serving its old
+	// config).
+	rejected string
+	// note is the agents' remark (jvm.InjectResult.Note).
+	note string
 }
 
-// classify sorts an outcome into success, a permanent failure (never retried
-// on this container start) or a transient one (retried with backoff).
+// classify sorts an outcome into success, a permanent failure (not retried
+// until something relevant changes) or a transient one (retried with
+// backoff, a bounded number of times).
 func classify(out inject.Outcome, err error) classified {
 	if err != nil {
 		return classified{class: resultRetry, reason: "Unknown", message: err.Error()}
@@ -404,7 +508,11 @@ func classify(out inject.Outcome, err error) classified {
 		return classified{class: resultSuccess, reason: jmxv1alpha1.ReasonNoJVMFound, noJVM: true}
 	}
 	if out.Refused != "" {
-		return classified{class: resultFailure, reason: out.Refused, failure: &Failure{Reason: out.Refused, Message: out.Detail}}
+		reason := out.Refused
+		if reason == inject.ReasonConfigTooLarge {
+			reason = jmxv1alpha1.ReasonConfigTooLarge
+		}
+		return classified{class: resultFailure, reason: reason, failure: &Failure{Reason: reason, Message: out.Detail}}
 	}
 	if len(out.Results) == 0 {
 		return classified{class: resultFailure, reason: "InvalidRequest",
@@ -412,8 +520,12 @@ func classify(out inject.Outcome, err error) classified {
 	}
 	c := classified{class: resultSuccess}
 	var transient []string
+	var notes []string
 	for _, res := range out.Results {
-		if res.OK() {
+		if res.Note != "" {
+			notes = appendOnce(notes, res.Note)
+		}
+		if res.OK() || res.Reason == jvm.ReasonConfigRejected {
 			jr := JVMRecord{PID: res.NSPID, Main: res.MainClass, Port: int32(res.Port)}
 			if jr.PID == 0 {
 				jr.PID = res.PID
@@ -422,10 +534,20 @@ func classify(out inject.Outcome, err error) classified {
 				jr.StartedAt = st
 			}
 			c.jvms = append(c.jvms, jr)
+			if !res.OK() && c.rejected == "" {
+				c.rejected = fmt.Sprintf("JVM %d (%s): %s", res.NSPID, res.MainClass, res.Message)
+			}
 			continue
 		}
 		reason, permanent := failureReason(res.Reason)
 		msg := fmt.Sprintf("JVM %d (%s): %s", res.NSPID, res.MainClass, res.Message)
+		if res.Reason == jvm.ReasonProcessGone {
+			// A JVM that ended during the load trips the breaker: it wins
+			// over every other outcome.
+			c.failure = &Failure{Reason: reason, Message: msg}
+			transient = nil
+			break
+		}
 		if !permanent {
 			transient = append(transient, reason+": "+msg)
 			continue
@@ -434,7 +556,10 @@ func classify(out inject.Outcome, err error) classified {
 			c.failure = &Failure{Reason: reason, Message: msg}
 		}
 	}
+	c.note = strings.Join(notes, "; ")
 	switch {
+	case c.failure != nil && c.failure.Reason == jmxv1alpha1.ReasonJVMEnded:
+		c.class, c.reason = resultFailure, c.failure.Reason
 	case len(transient) > 0:
 		return classified{class: resultRetry, reason: strings.SplitN(transient[0], ":", 2)[0], message: strings.Join(transient, "; ")}
 	case c.failure != nil:
@@ -444,7 +569,8 @@ func classify(out inject.Outcome, err error) classified {
 }
 
 // failureReason maps a jmx-attach reason to a CamelCase reason and says
-// whether it is permanent for the container start.
+// whether it is permanent: not retried until the container restarts or the
+// exporter's generation or config changes.
 func failureReason(r jvm.Reason) (string, bool) {
 	switch r {
 	case jvm.ReasonAttachDisabled:
@@ -455,14 +581,29 @@ func failureReason(r jvm.Reason) (string, bool) {
 		return jmxv1alpha1.ReasonPortInUse, true
 	case jvm.ReasonAgentStartFailed:
 		return jmxv1alpha1.ReasonAgentStartFailed, true
+	case jvm.ReasonAgentAlreadyPresent:
+		return jmxv1alpha1.ReasonAgentAlreadyPresent, true
+	case jvm.ReasonRootInaccessible:
+		return jmxv1alpha1.ReasonRootInaccessible, true
+	case jvm.ReasonInsufficientMemory:
+		return jmxv1alpha1.ReasonInsufficientMemory, true
+	case jvm.ReasonCopyFailed:
+		return jmxv1alpha1.ReasonCopyFailed, true
+	case jvm.ReasonConfigInvalid:
+		return jmxv1alpha1.ReasonConfigInvalid, true
+	case jvm.ReasonConfigRejected:
+		return jmxv1alpha1.ReasonConfigRejected, true
+	case jvm.ReasonProcessGone:
+		return jmxv1alpha1.ReasonJVMEnded, true
 	}
 	name := camel(string(r))
-	switch string(r) {
-	case "process-gone", "too-young", "attach-timeout", "connect-failed", "http-check-failed", "copy-failed", "internal", "truncated", "":
+	switch r {
+	case jvm.ReasonTooYoung, jvm.ReasonAttachTimeout, jvm.ReasonConnectFailed, jvm.ReasonHTTPCheckFailed,
+		jvm.ReasonInternal, jvm.ReasonTruncated, "":
 		return name, false
 	}
-	// not-jvm, sigquit-not-handled, agent-jar-invalid, config-invalid,
-	// port-not-permitted, port-check-failed, args-too-long, agent-load-failed,
+	// not-jvm, sigquit-not-handled, agent-jar-invalid, port-not-permitted,
+	// port-check-failed, args-too-long, agent-load-failed,
 	// agent-not-listening, invalid-request, lock-failed and anything new:
 	// retrying would fail the same way or risk the JVM.
 	return name, true

@@ -53,6 +53,16 @@ const (
 	// DefaultJVMWait is how long after a container starts the operator waits
 	// for a JVM to appear in it before it records that there is none.
 	DefaultJVMWait = 60 * time.Second
+	// DefaultBreakerWindow is how long after a load a JVM's end trips the
+	// exporter's circuit breaker, and how long a change (of the exporter's
+	// spec or config) is tried on one container before the others.
+	DefaultBreakerWindow = time.Minute
+	// DefaultMaxAttempts bounds the transiently failed attempts on one
+	// container start, with either strategy.
+	DefaultMaxAttempts = inject.DefaultMaxAttempts
+	// DefaultEphemeralContainerBudget is how many ephemeral containers the
+	// operator adds to one pod in the pod's whole life.
+	DefaultEphemeralContainerBudget = inject.DefaultBudget
 )
 
 // Options configure the operator. The zero value of each field takes its
@@ -83,6 +93,23 @@ type Options struct {
 	// JVMWait is how long after a container's start a JVM may take to
 	// appear.
 	JVMWait time.Duration
+	// Resync is how often every exporter is handled again even when nothing
+	// changed (0: never; the command's default is 10m). Handling is
+	// level-driven, so a resync only repeats what the state calls for: it
+	// never retries a permanent failure.
+	Resync time.Duration
+	// BreakerWindow is how long after a load a JVM's end trips the
+	// exporter's circuit breaker; a change of the exporter's spec or config
+	// is tried on one container, which must run this long, before the
+	// others get it. Default DefaultBreakerWindow.
+	BreakerWindow time.Duration
+	// MaxAttempts bounds the transiently failed attempts on one container
+	// start, with either strategy. Default DefaultMaxAttempts.
+	MaxAttempts int
+	// EphemeralContainerBudget is how many ephemeral containers the
+	// operator adds to one pod in its whole life, injections and
+	// reconfigurations together. Default DefaultEphemeralContainerBudget.
+	EphemeralContainerBudget int
 	// Client is the clientset for pods/ephemeralcontainers and pods/exec;
 	// default: the Operator's.
 	Client kubernetes.Interface
@@ -129,11 +156,13 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		pool:    inject.NewPool(o.Parallelism),
 		metrics: newMetrics(op.Registerer()),
 		retries: newRetries(),
+		canary:  map[string]string{},
 	}
 	r.strategies = o.Strategies
 	if r.strategies == nil {
 		r.strategies = map[jmxv1alpha1.InjectionStrategy]inject.Strategy{
-			jmxv1alpha1.InjectionEphemeralContainer: &inject.EphemeralContainer{Client: o.Client},
+			jmxv1alpha1.InjectionEphemeralContainer: &inject.EphemeralContainer{Client: o.Client,
+				MaxAttempts: o.MaxAttempts, Budget: o.EphemeralContainerBudget},
 			jmxv1alpha1.InjectionExec: &inject.Exec{Config: op.RESTConfig(), Client: o.Client,
 				AttachHelper: o.LocalAttachHelper, AgentJar: o.LocalAgentJar},
 		}
@@ -149,7 +178,7 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		r.podMonitors = served
 	}
 	ns := o.Namespaces
-	if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", ns, 0,
+	if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", ns, o.Resync,
 		sdk.WithName(WatchExporters), sdk.WithHandler(r),
 		sdk.WithIndex(indexConfigMap, configMapIndex)); err != nil {
 		return nil, fmt.Errorf("operator: watch exporters: %w", err)
@@ -208,6 +237,15 @@ func (o Options) withDefaults() Options {
 	if o.JVMWait <= 0 {
 		o.JVMWait = DefaultJVMWait
 	}
+	if o.BreakerWindow <= 0 {
+		o.BreakerWindow = DefaultBreakerWindow
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.EphemeralContainerBudget <= 0 {
+		o.EphemeralContainerBudget = DefaultEphemeralContainerBudget
+	}
 	return o
 }
 
@@ -244,7 +282,7 @@ func TrimPod(obj runtime.Object) (runtime.Object, error) {
 	for _, cs := range pod.Status.ContainerStatuses {
 		out.Status.ContainerStatuses = append(out.Status.ContainerStatuses, corev1.ContainerStatus{
 			Name: cs.Name, ContainerID: cs.ContainerID, State: cs.State, Ready: cs.Ready,
-			RestartCount: cs.RestartCount, User: cs.User,
+			RestartCount: cs.RestartCount, User: cs.User, LastTerminationState: cs.LastTerminationState,
 		})
 	}
 	return out, nil

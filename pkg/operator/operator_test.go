@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,18 @@ func TestClassify(t *testing.T) {
 		{"dynamic loading disabled", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonDynamicLoadingDisabled)}}, nil, resultFailure, jmxv1alpha1.ReasonDynamicLoadingDisabled, 0},
 		{"attach timeout retries", inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonAttachTimeout)}}, nil, resultRetry, "AttachTimeout", 0},
 		{"a transient failure wins over a permanent one", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonPortInUse), fail(jvm.ReasonConnectFailed)}}, nil, resultRetry, "ConnectFailed", 0},
+		{"a JVM that ended during the load wins over everything", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonConnectFailed), ok, fail(jvm.ReasonProcessGone)}}, nil, resultFailure, jmxv1alpha1.ReasonJVMEnded, 1},
+		{"the agent refused the config", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonConfigInvalid)}}, nil, resultFailure, jmxv1alpha1.ReasonConfigInvalid, 0},
+		{"copy-failed is permanent", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonCopyFailed)}}, nil, resultFailure, jmxv1alpha1.ReasonCopyFailed, 0},
+		{"an agent already present", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonAgentAlreadyPresent)}}, nil, resultFailure, jmxv1alpha1.ReasonAgentAlreadyPresent, 0},
+		{"root inaccessible", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonRootInaccessible)}}, nil, resultFailure, jmxv1alpha1.ReasonRootInaccessible, 0},
+		{"insufficient memory", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonInsufficientMemory)}}, nil, resultFailure, jmxv1alpha1.ReasonInsufficientMemory, 0},
+		{"a refused patch", inject.Outcome{Refused: inject.ReasonPatchRefused, Detail: "forbidden"}, nil, resultFailure, jmxv1alpha1.ReasonPatchRefused, 0},
+		{"the budget is spent", inject.Outcome{Refused: inject.ReasonBudgetExhausted}, nil, resultFailure, jmxv1alpha1.ReasonEphemeralContainerBudgetExhausted, 0},
+		{"a config too large", inject.Outcome{Refused: inject.ReasonConfigTooLarge}, nil, resultFailure, jmxv1alpha1.ReasonConfigTooLarge, 0},
+		// A JVM injected before with another config that refused the new
+		// one keeps its agent (and its old config).
+		{"an injected JVM refused the new config", inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonConfigRejected)}}, nil, resultSuccess, "", 2},
 	}
 	for _, c := range cases {
 		got := classify(c.out, c.err)
@@ -48,7 +61,16 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%s: %+v, want %s %s with %d JVMs", c.name, got, c.class, c.reason, c.jvms)
 		}
 	}
-	got := classify(inject.Outcome{Results: []jvm.InjectResult{ok}}, nil)
+	got := classify(inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonConfigRejected)}}, nil)
+	if got.rejected == "" || !strings.Contains(got.rejected, "m") {
+		t.Errorf("a refused reconfiguration in an inject: rejected %q", got.rejected)
+	}
+	reconfigured := ok
+	reconfigured.Note = "reconfigured. the httpServer section changed"
+	if got := classify(inject.Outcome{Results: []jvm.InjectResult{reconfigured}}, nil); got.note != reconfigured.Note {
+		t.Errorf("note %q, want the agent's", got.note)
+	}
+	got = classify(inject.Outcome{Results: []jvm.InjectResult{ok}}, nil)
 	if j := got.jvms[0]; j.PID != 1 || j.Port != 9404 || j.Main != "app.jar" || j.StartedAt == nil || !j.StartedAt.Time.Equal(ok.StartedAt) {
 		t.Errorf("JVM record %+v", j)
 	}
@@ -223,6 +245,23 @@ func TestPodMonitorHasAnEndpointPerJVMOfTheFullestPod(t *testing.T) {
 			if want := "__meta_kubernetes_pod_annotation_jmx_handlerkit_dev_jvm_" + fmt.Sprint(i); jvm != want {
 				t.Errorf("endpoint %d scrapes %v, want %s", i, jvm, want)
 			}
+		}
+	}
+}
+
+func TestStoppedOnRequestIsSIGTERMOnly(t *testing.T) {
+	for _, c := range []struct {
+		term corev1.ContainerStateTerminated
+		want bool
+	}{
+		{corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error"}, true},
+		{corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "Prometheus JMX Exporter exiting"}, false},
+		{corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}, false},
+		{corev1.ContainerStateTerminated{ExitCode: 134, Reason: "Error"}, false},
+		{corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}, false},
+	} {
+		if got := stoppedOnRequest(&c.term); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.term, got, c.want)
 		}
 	}
 }

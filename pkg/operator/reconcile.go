@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,10 @@ type Reconciler struct {
 	metrics    *metrics
 	retries    *retries
 	strategies map[jmxv1alpha1.InjectionStrategy]inject.Strategy
+	// canary maps an exporter (namespace/name) to the pod UID of its job
+	// that tries a change first, while it runs.
+	canaryMu sync.Mutex
+	canary   map[string]string
 	// podMonitors is true when the operator keeps a PodMonitor per
 	// exporter: the cluster serves the kind and Options did not disable it.
 	podMonitors bool
@@ -52,6 +57,9 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 	}
 	if e.Deleted {
 		r.metrics.forgetExporter(ex.Namespace, ex.Name)
+		r.canaryMu.Lock()
+		delete(r.canary, ex.Namespace+"/"+ex.Name)
+		r.canaryMu.Unlock()
 		return nil
 	}
 	if ex.DeletionTimestamp != nil {
@@ -63,7 +71,11 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 	plan := r.plan(ctx, ex)
 	for _, job := range plan.jobs {
 		job := job
-		r.pool.TryRun(ctx, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) })
+		if r.pool.TryRun(ctx, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) }) && job.canary {
+			r.canaryMu.Lock()
+			r.canary[job.exporter] = string(job.pod.UID)
+			r.canaryMu.Unlock()
+		}
 	}
 	pmErr := r.ensurePodMonitor(ctx, ex, plan)
 	if err := r.writeStatus(ctx, ex, plan); err != nil {
@@ -125,6 +137,35 @@ type plan struct {
 	jobs        []*job
 	retryIn     time.Duration
 	strategyErr string
+
+	// configSHA is the config's sha256 (hex); configHash its prefix, as the
+	// pods' records keep it. generation is the exporter's.
+	configSHA  string
+	generation int64
+	// breakerOpen is true while the exporter's circuit breaker holds for
+	// the current generation and config; breaker is the one to write.
+	breakerOpen bool
+	breaker     *jmxv1alpha1.CircuitBreaker
+	// rejectedConfig is a new verdict of an agent on the current config.
+	rejectedConfig *jmxv1alpha1.RejectedConfig
+	// deaths are JVMs that ended during or soon after a load under the
+	// current generation and config.
+	deaths []jmxv1alpha1.CircuitBreaker
+	// proven is true when a JVM has run the current generation and config
+	// for the breaker window; landedAt is the latest load under them that
+	// has not yet.
+	proven   bool
+	landedAt time.Time
+	// trying are the pods whose current start had an attempt under the
+	// current generation and config fail transiently within the window.
+	trying map[string]bool
+	// held says why jobs wait (the change is being tried on one container).
+	held string
+	// stale, refused and notes describe the agents' configs for
+	// ConfigApplied: "pod/container" still on an earlier config, "pod/
+	// container: Reason: message" that refused the current one, and the
+	// agents' notes on it.
+	stale, refused, notes []string
 }
 
 type podState = string
@@ -163,8 +204,26 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	p.config, p.configValid = r.loadConfig(ctx, ex, p.spec)
 	valid := p.configValid.Status == metav1.ConditionTrue
 	if valid {
+		if _, err := inject.EncodeConfig(p.config); err != nil {
+			p.configValid = condition(jmxv1alpha1.ConditionConfigValid, false, jmxv1alpha1.ReasonConfigTooLarge,
+				err.Error()+"; no agent was touched: split the rules or drop what is not needed")
+			valid = false
+		}
+	}
+	p.generation = ex.Generation
+	if valid {
 		sum := sha256.Sum256(p.config)
-		p.configHash = hex.EncodeToString(sum[:])[:16]
+		p.configSHA = hex.EncodeToString(sum[:])
+		p.configHash = p.configSHA[:16]
+	}
+	// Verdicts met earlier on this config, kept in the status so that they
+	// survive the pods that gave them and the operator's restarts.
+	if rc := ex.Status.RejectedConfig; valid && rc != nil && rc.ConfigSHA256 == p.configSHA {
+		p.configValid = rejectedCondition(rc)
+		valid = false
+	}
+	if cb := ex.Status.CircuitBreaker; cb != nil && p.configSHA != "" && cb.Generation == ex.Generation && cb.ConfigSHA256 == p.configSHA {
+		p.breakerOpen = true
 	}
 	strategy, ok := r.strategies[p.spec.Injection.Strategy]
 	if !ok {
@@ -193,9 +252,227 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 			p.pods[pod.Name] = podConflict
 			continue
 		}
-		r.planPod(ctx, ex, p, pod, valid && p.strategyErr == "", strategy)
+		r.observe(p, pod)
+		r.planPod(ctx, ex, p, pod, valid && p.strategyErr == "" && !p.breakerOpen, strategy)
+	}
+	r.judge(ex, p)
+	if p.configValid.Status != metav1.ConditionTrue || p.breakerOpen {
+		p.jobs = nil
+	} else {
+		r.gate(ex.Namespace+"/"+ex.Name, p)
 	}
 	return p
+}
+
+// rejectedCondition is ConfigValid=False for a config an agent refused.
+func rejectedCondition(rc *jmxv1alpha1.RejectedConfig) metav1.Condition {
+	return condition(jmxv1alpha1.ConditionConfigValid, false, jmxv1alpha1.ReasonConfigInvalid, fmt.Sprintf(
+		"the agent in pod %s container %s refused the config: %s; no other JVM is given it (the JVM carries on without the agent); fix the config",
+		rc.Pod, rc.Container, rc.Message))
+}
+
+// observe reads, from one pod's record and container statuses, what the
+// agents say about the current generation and config: a JVM that ended
+// during or soon after a load, a config an agent refused, which agents run
+// it (and for how long), and which still run an earlier one.
+func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
+	if p.configHash == "" {
+		return
+	}
+	rec := readRecord(pod)
+	now := time.Now()
+	window := r.opts.BreakerWindow
+	for _, cs := range pod.Status.ContainerStatuses {
+		c, ok := rec.Containers[cs.Name]
+		if !ok {
+			continue
+		}
+		where := pod.Name + "/" + cs.Name
+		key := c.Generation == p.generation && c.ConfigHash == p.configHash
+		// A JVM that ended during a load, or soon after one.
+		if key && c.Failure != nil && c.Failure.Reason == jmxv1alpha1.ReasonJVMEnded {
+			msg := "the JVM ended while its agent was being loaded: " + c.Failure.Message
+			if term := terminationOf(cs, c.ContainerID); term != nil {
+				msg += "; the container's last state: " + describeTermination(term)
+			}
+			p.deaths = append(p.deaths, jmxv1alpha1.CircuitBreaker{Pod: pod.Name, Container: cs.Name, ContainerID: c.ContainerID, Message: msg})
+		} else if at, what := touchedAt(c); key && at != nil {
+			if term := terminationOf(cs, c.ContainerID); term != nil && !stoppedOnRequest(term) &&
+				term.FinishedAt.Sub(at.Time) <= window {
+				after := term.FinishedAt.Sub(at.Time).Round(time.Second)
+				if after < 0 {
+					after = 0
+				}
+				p.deaths = append(p.deaths, jmxv1alpha1.CircuitBreaker{Pod: pod.Name, Container: cs.Name, ContainerID: c.ContainerID,
+					Message: fmt.Sprintf("the JVM ended %s after %s; the container's last state: %s", after, what, describeTermination(term))})
+			}
+		}
+		// A config the agent refused, at a load or a reload.
+		if c.Failure != nil && c.Failure.Reason == jmxv1alpha1.ReasonConfigInvalid && c.ConfigHash == p.configHash {
+			p.noteRejected(pod.Name, cs.Name, c.Failure.Message)
+		}
+		if rj := c.Rejected; rj != nil && rj.ConfigHash == p.configHash && rj.Reason == jmxv1alpha1.ReasonConfigRejected {
+			p.noteRejected(pod.Name, cs.Name, rj.Message)
+		}
+		// An attempt that failed transiently on the current start may have
+		// reached the JVM: until the window has passed, only that pod is
+		// tried (again).
+		if key && c.ContainerID == cs.ContainerID && !c.settled() && c.AttemptedAt != nil &&
+			now.Sub(c.AttemptedAt.Add(time.Second)) < window {
+			if p.trying == nil {
+				p.trying = map[string]bool{}
+			}
+			p.trying[pod.Name] = true
+		}
+		// The agents of the container's current start.
+		if c.ContainerID != cs.ContainerID || cs.State.Running == nil || len(c.JVMs) == 0 {
+			continue
+		}
+		switch {
+		case c.ConfigHash == p.configHash:
+			if c.Note != "" {
+				p.notes = append(p.notes, where+": "+c.Note)
+			}
+			if c.Generation == p.generation {
+				// Records keep whole seconds: the window counts from the
+				// end of the second of the load.
+				if at := c.loadedAt().Add(time.Second); now.Sub(at) >= window {
+					p.proven = true
+				} else if at.After(p.landedAt) {
+					p.landedAt = at
+				}
+			}
+		case c.Rejected != nil && c.Rejected.ConfigHash == p.configHash:
+			p.refused = append(p.refused, fmt.Sprintf("%s: %s: %s", where, c.Rejected.Reason, c.Rejected.Message))
+		default:
+			p.stale = append(p.stale, where)
+		}
+	}
+}
+
+// touchedAt is when the record's container start was last touched in a way
+// that could harm its JVM: its agent's load, or an attempt that failed
+// transiently (it may have reached the JVM). Failures met before any signal,
+// and containers without a JVM, do not count.
+func touchedAt(c ContainerRecord) (*metav1.Time, string) {
+	switch {
+	case c.InjectedAt != nil && len(c.JVMs) > 0:
+		return c.InjectedAt, "its agent was loaded"
+	case !c.settled() && c.AttemptedAt != nil:
+		return c.AttemptedAt, "an attempt to load the agent (" + truncateMsg(c.LastError, 300) + ")"
+	}
+	return nil, ""
+}
+
+func (p *plan) noteRejected(pod, container, msg string) {
+	if p.rejectedConfig == nil {
+		p.rejectedConfig = &jmxv1alpha1.RejectedConfig{ConfigSHA256: p.configSHA, Pod: pod, Container: container,
+			Message: truncateMsg(msg, 4000), RejectedAt: metav1.Now()}
+	}
+}
+
+// terminationOf returns how the container start id ended, when the
+// container status still shows it (its current state, or the last one).
+func terminationOf(cs corev1.ContainerStatus, id string) *corev1.ContainerStateTerminated {
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t != nil && t.ContainerID == id && id != "" {
+			return t
+		}
+	}
+	return nil
+}
+
+// stoppedOnRequest says whether the container ended on SIGTERM (exit 143):
+// the kubelet stopping it (a deletion, a failed liveness probe) or a person
+// asking it to stop. No agent sends SIGTERM, so such an end does not trip the
+// breaker.
+func stoppedOnRequest(t *corev1.ContainerStateTerminated) bool {
+	return t.ExitCode == 143 || t.Signal == 15
+}
+
+func describeTermination(t *corev1.ContainerStateTerminated) string {
+	s := fmt.Sprintf("exit code %d", t.ExitCode)
+	if t.Signal != 0 {
+		s += fmt.Sprintf(", signal %d", t.Signal)
+	}
+	if t.Reason != "" {
+		s += ", reason " + t.Reason
+	}
+	if m := strings.TrimSpace(t.Message); m != "" {
+		s += ", message " + strconv.Quote(truncateMsg(m, 1500))
+	}
+	return s
+}
+
+// judge turns what observe found into verdicts: an agent's refusal of the
+// config makes ConfigValid False for it, and a JVM that ended opens the
+// circuit breaker. Both are kept in the status.
+func (r *Reconciler) judge(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
+	if p.rejectedConfig != nil {
+		if rc := ex.Status.RejectedConfig; rc == nil || rc.ConfigSHA256 != p.configSHA {
+			p.configValid = rejectedCondition(p.rejectedConfig)
+		} else {
+			p.rejectedConfig = nil // known already
+		}
+	}
+	if p.breakerOpen || len(p.deaths) == 0 || p.configValid.Status != metav1.ConditionTrue && p.rejectedConfig == nil {
+		return
+	}
+	sort.Slice(p.deaths, func(i, j int) bool {
+		return p.deaths[i].Pod+"/"+p.deaths[i].Container < p.deaths[j].Pod+"/"+p.deaths[j].Container
+	})
+	b := p.deaths[0]
+	b.Generation, b.ConfigSHA256, b.OpenedAt = p.generation, p.configSHA, metav1.Now()
+	b.Message = truncateMsg(b.Message, 4000)
+	p.breaker, p.breakerOpen = &b, true
+}
+
+// gate lets a change through one container at a time: until a JVM has run
+// the exporter's current generation and config for the breaker window, at
+// most one job (of one container) runs, and none while a load under them is
+// younger than the window. A config that kills a JVM, or that the agent
+// refuses, so reaches one container, not every one.
+func (r *Reconciler) gate(exporter string, p *plan) {
+	if len(p.jobs) == 0 || p.proven {
+		return
+	}
+	if !p.landedAt.IsZero() {
+		wait := time.Until(p.landedAt.Add(r.opts.BreakerWindow)) + time.Second
+		p.held = fmt.Sprintf("the change is being tried on one container until %s", p.landedAt.Add(r.opts.BreakerWindow).UTC().Format(time.RFC3339))
+		p.retryIn = minPositive(p.retryIn, max(wait, time.Second))
+		p.jobs = nil
+		return
+	}
+	if len(p.trying) > 0 {
+		// Only the pod whose attempt failed is tried again, on its backoff.
+		p.held = "the change is being tried on one container first"
+		var keep []*job
+		for _, j := range p.jobs {
+			if p.trying[j.pod.Name] && len(keep) == 0 {
+				j.tasks, j.canary = j.tasks[:1], true
+				keep = append(keep, j)
+			}
+		}
+		p.jobs = keep
+		p.retryIn = minPositive(p.retryIn, r.opts.BreakerWindow)
+		return
+	}
+	r.canaryMu.Lock()
+	defer r.canaryMu.Unlock()
+	if uid, ok := r.canary[exporter]; ok {
+		if r.pool.Busy(uid) {
+			p.held = "the change is being tried on one container first"
+			p.jobs = nil
+			return // the job wakes the exporter when it ends
+		}
+		delete(r.canary, exporter)
+	}
+	sort.Slice(p.jobs, func(i, j int) bool { return p.jobs[i].pod.Name < p.jobs[j].pod.Name })
+	first := p.jobs[0]
+	first.tasks = first.tasks[:1]
+	first.canary = true
+	p.jobs = p.jobs[:1]
+	p.held = "the change is being tried on one container first"
 }
 
 // ownerOf returns the exporter that injects pod: of all exporters whose
@@ -229,7 +506,7 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 		return
 	}
 	j := &job{exporter: ex.Namespace + "/" + ex.Name, exporterName: ex.Name, pod: pod, spec: p.spec,
-		config: p.config, configHash: p.configHash, strategy: strategy}
+		config: p.config, configHash: p.configHash, generation: p.generation, strategy: strategy}
 	state := podInjected
 	jvms, noJVM, selected := 0, 0, 0
 	for _, cs := range pod.Status.ContainerStatuses {
@@ -244,10 +521,33 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 		}
 		c, ok := rec.current(cs.Name, cs.ContainerID)
 		key := retryKey(pod, cs.Name, cs.ContainerID)
+		retryFailure := ok && c.Failure != nil && c.Generation != 0 && (c.Generation != p.generation || c.ConfigHash != p.configHash)
 		switch {
-		case ok && c.Failure != nil:
+		case ok && c.Failure != nil && (!retryFailure || !canInject):
 			state = worse(state, podFailed)
 			p.failures = append(p.failures, fmt.Sprintf("%s/%s: %s: %s", pod.Name, cs.Name, c.Failure.Reason, c.Failure.Message))
+		case retryFailure:
+			// A permanent failure met with an earlier generation or config:
+			// the change may have fixed it, so it is tried once more.
+			state = worse(state, podPending)
+			p.pending = append(p.pending, pod.Name+"/"+cs.Name+" (trying again after a change)")
+			if wait := r.retries.wait(key); wait > 0 {
+				p.retryIn = minPositive(p.retryIn, wait)
+				continue
+			}
+			j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: ok, retryFailure: true})
+		case ok && !c.settled():
+			// Only transient attempts so far.
+			state = worse(state, podPending)
+			p.pending = append(p.pending, fmt.Sprintf("%s/%s (attempt %d failed: %s)", pod.Name, cs.Name, c.Attempts, truncateMsg(c.LastError, 200)))
+			if !canInject {
+				continue
+			}
+			if wait := r.retries.wait(key); wait > 0 {
+				p.retryIn = minPositive(p.retryIn, wait)
+				continue
+			}
+			j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: ok})
 		case ok && c.NoJVM:
 			noJVM++
 		case ok:
@@ -261,7 +561,8 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 			if c.Port != 0 && c.Port != p.spec.Port {
 				p.portPending = appendOnce(p.portPending, pod.Name)
 			}
-			if canInject && c.ConfigHash != p.configHash && len(c.JVMs) > 0 {
+			refused := c.Rejected != nil && c.Rejected.ConfigHash == p.configHash
+			if canInject && c.ConfigHash != p.configHash && len(c.JVMs) > 0 && !refused {
 				if wait := r.retries.wait(key); wait > 0 {
 					p.retryIn = minPositive(p.retryIn, wait)
 				} else {
@@ -469,13 +770,22 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 	sort.Strings(p.portPending)
 	st.PortPendingPods = p.portPending
 
+	if p.breaker != nil {
+		st.CircuitBreaker = p.breaker
+	}
+	if p.rejectedConfig != nil {
+		st.RejectedConfig = p.rejectedConfig
+	}
 	setCondition(st, p.configValid)
 	setCondition(st, r.readyCondition(p, counts))
-	setCondition(st, r.degradedCondition(p))
+	setCondition(st, r.configAppliedCondition(p))
+	setCondition(st, r.degradedCondition(p, st.CircuitBreaker))
 
 	rec := sdk.EventRecorderFrom(ctx)
 	for _, c := range st.Conditions {
 		bad := c.Type == jmxv1alpha1.ConditionDegraded && c.Status == metav1.ConditionTrue ||
+			c.Type == jmxv1alpha1.ConditionConfigApplied && c.Status == metav1.ConditionFalse && c.Reason != jmxv1alpha1.ReasonConfigPending &&
+				c.Reason != p.configValid.Reason ||
 			c.Type == jmxv1alpha1.ConditionConfigValid && c.Status == metav1.ConditionFalse ||
 			c.Type == jmxv1alpha1.ConditionReady && (c.Reason == jmxv1alpha1.ReasonNoPodsMatched || c.Reason == jmxv1alpha1.ReasonNoJVMFound)
 		if !bad {
@@ -508,6 +818,9 @@ func (r *Reconciler) readyCondition(p *plan, counts map[string]int) metav1.Condi
 		return ready(false, p.configValid.Reason, "the config is not valid: "+p.configValid.Message)
 	case p.strategyErr != "":
 		return ready(false, jmxv1alpha1.ReasonInjectionFailed, p.strategyErr)
+	case p.breakerOpen && (counts[podPending] > 0 || counts[podFailed] > 0):
+		return ready(false, jmxv1alpha1.ReasonJVMEndedAfterInjection,
+			"the circuit breaker is open: no container is injected until the exporter's spec or config changes (see the Degraded condition)")
 	case len(p.matched) == 0:
 		return ready(false, jmxv1alpha1.ReasonNoPodsMatched,
 			"spec.selector matches no pod in this namespace; check the pods' labels")
@@ -516,18 +829,62 @@ func (r *Reconciler) readyCondition(p *plan, counts map[string]int) metav1.Condi
 	case counts[podNoJVM] > 0 && counts[podNoJVM]+counts[podConflict] == len(p.matched):
 		return ready(false, jmxv1alpha1.ReasonNoJVMFound, "no JVM runs in the selected containers of the matched pods")
 	case counts[podPending] > 0:
-		return ready(false, jmxv1alpha1.ReasonInjectionPending, "waiting for "+limitList(p.pending, 10))
+		msg := "waiting for " + limitList(p.pending, 10)
+		if p.held != "" {
+			msg += "; " + p.held
+		}
+		return ready(false, jmxv1alpha1.ReasonInjectionPending, msg)
 	case counts[podInjected] == 0:
 		return ready(false, jmxv1alpha1.ReasonInjectionPending, "no pod is injected yet")
 	}
 	return ready(true, jmxv1alpha1.ReasonAllInjected, fmt.Sprintf("%d JVMs in %d pods serve metrics", len(p.endpoints), counts[podInjected]))
 }
 
-func (r *Reconciler) degradedCondition(p *plan) metav1.Condition {
+// configAppliedCondition says whether the loaded agents serve the current
+// config.
+func (r *Reconciler) configAppliedCondition(p *plan) metav1.Condition {
+	applied := func(ok bool, reason, msg string) metav1.Condition {
+		return condition(jmxv1alpha1.ConditionConfigApplied, ok, reason, msg)
+	}
+	sort.Strings(p.refused)
+	sort.Strings(p.stale)
+	sort.Strings(p.notes)
+	switch {
+	case p.rejectedConfig != nil || p.configValid.Reason == jmxv1alpha1.ReasonConfigInvalid && len(p.refused) > 0:
+		msg := p.configValid.Message
+		if len(p.refused) > 0 {
+			msg = limitList(p.refused, 5)
+		}
+		return applied(false, jmxv1alpha1.ReasonConfigRejected, msg+"; those agents keep serving their previous config")
+	case len(p.refused) > 0:
+		reason := jmxv1alpha1.ReasonConfigRejected
+		if parts := strings.SplitN(p.refused[0], ": ", 3); len(parts) == 3 {
+			reason = parts[1]
+		}
+		return applied(false, reason, limitList(p.refused, 5)+"; those agents keep serving their previous config")
+	case p.configValid.Status != metav1.ConditionTrue:
+		return applied(false, p.configValid.Reason, "the config is not valid; the loaded agents keep serving the config they have: "+p.configValid.Message)
+	case len(p.stale) > 0:
+		msg := "giving the current config to the agents of " + limitList(p.stale, 10)
+		if p.held != "" {
+			msg += "; " + p.held
+		}
+		return applied(false, jmxv1alpha1.ReasonConfigPending, msg)
+	case len(p.notes) > 0:
+		return applied(true, jmxv1alpha1.ReasonConfigInUse, "every loaded agent serves the current config; note: "+limitList(p.notes, 5))
+	}
+	return applied(true, jmxv1alpha1.ReasonConfigInUse, "every loaded agent serves the current config")
+}
+
+func (r *Reconciler) degradedCondition(p *plan, cb *jmxv1alpha1.CircuitBreaker) metav1.Condition {
 	deg := func(bad bool, reason, msg string) metav1.Condition {
 		return condition(jmxv1alpha1.ConditionDegraded, bad, reason, msg)
 	}
 	switch {
+	case p.breakerOpen && cb != nil:
+		return deg(true, jmxv1alpha1.ReasonJVMEndedAfterInjection, fmt.Sprintf(
+			"pod %s container %s: %s; the circuit breaker is open: no other container is injected until the exporter's spec or config changes",
+			cb.Pod, cb.Container, cb.Message))
 	case len(p.failures) > 0:
 		return deg(true, jmxv1alpha1.ReasonInjectionFailed, limitList(p.failures, 10))
 	case p.strategyErr != "":

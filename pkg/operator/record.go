@@ -87,9 +87,63 @@ type ContainerRecord struct {
 	JVMs []JVMRecord `json:"jvms,omitempty"`
 	// NoJVM is true when no (selected) JVM runs in the container.
 	NoJVM bool `json:"noJVM,omitempty"`
-	// Failure is a permanent failure of this container start; it is never
-	// retried, since a second load can kill a JVM.
+	// Failure is a permanent failure of this container start. It is not
+	// retried while the container start, the exporter's generation and the
+	// config are the ones it was met with (Generation, ConfigHash): asking
+	// again without a change gets the same answer, or could harm the JVM.
 	Failure *Failure `json:"failure,omitempty"`
+	// Generation is the exporter's metadata.generation of the last load,
+	// reload or failure recorded here (0 in records of earlier releases).
+	Generation int64 `json:"generation,omitempty"`
+	// ConfiguredAt is when the agents last took a new config by reload.
+	ConfiguredAt *metav1.Time `json:"configuredAt,omitempty"`
+	// Attempts counts the attempts of this container start that failed
+	// transiently, for the same generation and config; LastError is the
+	// last one's cause. Past the operator's bound (the same for both
+	// strategies) the start is recorded as TooManyAttempts.
+	Attempts  int    `json:"attempts,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+	// AttemptedAt is when the last transient attempt ended: it may have
+	// reached the JVM, so a JVM that ends soon after it opens the breaker as
+	// after a load.
+	AttemptedAt *metav1.Time `json:"attemptedAt,omitempty"`
+	// Rejected is the last config the agents refused on reload (they keep
+	// serving ConfigHash); it is not offered again until the config changes.
+	Rejected *Rejection `json:"rejected,omitempty"`
+	// Note is the agents' remark on the config in force, such as a changed
+	// httpServer section that takes effect at the JVM's next start.
+	Note string `json:"note,omitempty"`
+}
+
+// Rejection is a config an agent refused on reload.
+type Rejection struct {
+	// ConfigHash identifies the refused config (as ContainerRecord.ConfigHash).
+	ConfigHash string `json:"configHash"`
+	// Reason is ConfigRejected when the agent refused the config, or why
+	// nothing ran (EphemeralContainerBudgetExhausted, PatchRefused, ...).
+	Reason string `json:"reason,omitempty"`
+	// Message is the agent's (the collector's) message.
+	Message string `json:"message,omitempty"`
+}
+
+// settled says whether the record holds an outcome of its container start
+// (the agent loaded, no JVM, or a permanent failure), rather than only
+// transient attempts.
+func (c ContainerRecord) settled() bool {
+	return c.Failure != nil || c.NoJVM || len(c.JVMs) > 0
+}
+
+// loadedAt is when the record's agents last took a config: their load, or
+// their last reload.
+func (c ContainerRecord) loadedAt() time.Time {
+	var t time.Time
+	if c.InjectedAt != nil {
+		t = c.InjectedAt.Time
+	}
+	if c.ConfiguredAt != nil && c.ConfiguredAt.After(t) {
+		t = c.ConfiguredAt.Time
+	}
+	return t
 }
 
 // JVMRecord is one injected JVM.

@@ -16,7 +16,7 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/operator"
 )
 
-// heapMetric is a series the real jmx_exporter 1.0.1 agent serves for every
+// heapMetric is a series the agent serves for every
 // JVM (its JVM collectors, named the client_java 1.x way).
 const heapMetric = "jvm_memory_used_bytes"
 

@@ -1,8 +1,9 @@
 // Package e2e tests the PrometheusJmxExporter operator end to end: the
 // operator runs in a real cluster (pkg/testenv with a real node: kubelet,
 // containerd, runc) as the Deployment of deploy/operator, under its own
-// ServiceAccount and RBAC, and loads the real jmx_exporter java agent into
-// real JVMs in real containers. Nothing is mocked.
+// ServiceAccount and RBAC, and loads the project's JMX exporter java agent
+// (on jmx_exporter's collector) into real JVMs in real containers. Nothing is
+// mocked.
 package e2e
 
 import (
@@ -132,7 +133,7 @@ func run(m *testing.M) int {
 }
 
 // buildImages builds the agent image from this checkout (the operator,
-// jmx-attach and the real jmx_exporter agent) and the JVM images.
+// jmx-attach and the project's agent, jvmtest.AgentJar) and the JVM images.
 func buildImages(ctx context.Context, work string) ([]string, error) {
 	cache, err := testimages.DefaultCacheDir()
 	if err != nil {
@@ -141,7 +142,8 @@ func buildImages(ctx context.Context, work string) ([]string, error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, err
 	}
-	jar, err := jvmtest.JMXExporterJar(ctx)
+	// The project's agent, as the production image ships it.
+	jar, err := jvmtest.AgentJar(ctx)
 	if err != nil {
 		return nil, err
 	}

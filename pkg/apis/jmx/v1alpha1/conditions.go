@@ -17,6 +17,12 @@ const (
 	// failed injection; Ready can be False for a benign reason (still
 	// injecting) and Degraded tells the two apart.
 	ConditionDegraded = "Degraded"
+
+	// ConditionConfigApplied is True when every loaded agent serves the
+	// current config, and False while a new config is on its way to the
+	// running agents or when an agent refused it on reload (the agent then
+	// keeps serving its previous config).
+	ConditionConfigApplied = "ConfigApplied"
 )
 
 // Condition reasons. They are CamelCase, as metav1.Condition requires, and
@@ -50,8 +56,37 @@ const (
 	ReasonConfigKeyNotFound = "ConfigKeyNotFound"
 
 	// ReasonConfigInvalid (ConfigValid=False): the document is not valid
-	// exporter YAML; the message carries the parse error.
+	// exporter YAML (the operator's own check), or a JVM's agent refused it
+	// with the collector's own message (status.rejectedConfig); no other JVM
+	// gets this config. As a per-container failure it names the container
+	// whose agent refused it.
 	ReasonConfigInvalid = "ConfigInvalid"
+
+	// ReasonConfigTooLarge (ConfigValid=False): the config is larger than
+	// the operator accepts (256 KiB, or 32 KiB once compressed; see
+	// docs/operator.md); no agent was touched.
+	ReasonConfigTooLarge = "ConfigTooLarge"
+
+	// ReasonConfigInUse (ConfigApplied=True): every loaded agent serves the
+	// current config. The message carries the agents' notes, such as a
+	// changed httpServer section that takes effect at the JVM's next start.
+	ReasonConfigInUse = "ConfigInUse"
+
+	// ReasonConfigPending (ConfigApplied=False): some agents still serve an
+	// earlier config; the operator is giving them the current one.
+	ReasonConfigPending = "ConfigPending"
+
+	// ReasonConfigRejected (ConfigApplied=False): an agent refused the
+	// current config on reload and keeps serving its previous one; the
+	// message is the agent's. It also makes ConfigValid False.
+	ReasonConfigRejected = "ConfigRejected"
+
+	// ReasonJVMEndedAfterInjection (Degraded=True): a JVM ended during a
+	// load of the agent or within the breaker window after one; the
+	// exporter's circuit breaker is open (status.circuitBreaker) and no
+	// other container is injected until the exporter's spec or config
+	// changes.
+	ReasonJVMEndedAfterInjection = "JVMEndedAfterInjection"
 
 	// ReasonInjectionFailed (Degraded=True, Ready=False): loading the agent
 	// failed in at least one pod; the message names pods and errors.
@@ -87,4 +122,32 @@ const (
 	// ReasonAgentStartFailed: the JVM loaded the agent and the agent failed
 	// to start; a second load could kill the JVM, so it is never retried.
 	ReasonAgentStartFailed = "AgentStartFailed"
+	// ReasonAgentAlreadyPresent: a jmx_exporter agent or collector already
+	// runs in the JVM (for example as -javaagent); a second one is not
+	// loaded.
+	ReasonAgentAlreadyPresent = "AgentAlreadyPresent"
+	// ReasonRootInaccessible: jmx-attach cannot open the JVM's root
+	// (/proc/<pid>/root).
+	ReasonRootInaccessible = "RootInaccessible"
+	// ReasonInsufficientMemory: the container's memory limit leaves less
+	// room than the agent needs; loading it could get the JVM OOM-killed.
+	ReasonInsufficientMemory = "InsufficientMemory"
+	// ReasonCopyFailed: the agent and config cannot be copied into the
+	// JVM's filesystem safely (no writable, private /tmp).
+	ReasonCopyFailed = "CopyFailed"
+	// ReasonPatchRefused: the API server refused to add the ephemeral
+	// container or to open the exec (Pod Security, an admission webhook,
+	// RBAC, validation); nothing ran in the pod.
+	ReasonPatchRefused = "PatchRefused"
+	// ReasonEphemeralContainerBudgetExhausted: the pod already has the
+	// operator's budget of ephemeral containers (--ephemeral-container-budget);
+	// ephemeral containers cannot be removed, so no more are added.
+	ReasonEphemeralContainerBudgetExhausted = "EphemeralContainerBudgetExhausted"
+	// ReasonTooManyAttempts: every attempt the operator allows for one
+	// container start failed transiently; the message names the last cause.
+	ReasonTooManyAttempts = "TooManyAttempts"
+	// ReasonJVMEnded: the JVM ended while its agent was being loaded
+	// (jmx-attach's process-gone); it trips the circuit breaker
+	// (ReasonJVMEndedAfterInjection).
+	ReasonJVMEnded = "JVMEnded"
 )

@@ -169,7 +169,7 @@ type PrometheusJmxExporterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions are Ready, ConfigValid and Degraded.
+	// Conditions are Ready, ConfigValid, ConfigApplied and Degraded.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -207,6 +207,82 @@ type PrometheusJmxExporterStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	FailedPods int32 `json:"failedPods"`
+
+	// CircuitBreaker is set when a JVM ended during a load of the agent or
+	// soon after one. While its generation and configSHA256 are the
+	// exporter's current ones, the breaker is open: no other container is
+	// injected. A change of the spec (metadata.generation) or of the config
+	// closes it. It lives in the status so that it survives a restart of
+	// the operator.
+	// +optional
+	CircuitBreaker *CircuitBreaker `json:"circuitBreaker,omitempty"`
+
+	// RejectedConfig is set when a JVM's agent refused the exporter's
+	// config. While its configSHA256 is the current config's, ConfigValid
+	// is False and no other JVM is given that config.
+	// +optional
+	RejectedConfig *RejectedConfig `json:"rejectedConfig,omitempty"`
+}
+
+// CircuitBreaker records the JVM whose end tripped an exporter's breaker,
+// and the spec and config it was loaded with.
+type CircuitBreaker struct {
+	// Generation is the exporter's metadata.generation the breaker tripped
+	// on.
+	// +required
+	Generation int64 `json:"generation"`
+
+	// ConfigSHA256 is the sha256 (hex) of the config the breaker tripped on.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	ConfigSHA256 string `json:"configSHA256"`
+
+	// Pod is the pod where the JVM ran.
+	// +required
+	Pod string `json:"pod"`
+
+	// Container is the container where the JVM ran.
+	// +optional
+	Container string `json:"container,omitempty"`
+
+	// ContainerID is the container start whose JVM ended.
+	// +optional
+	ContainerID string `json:"containerID,omitempty"`
+
+	// Message is the JVM's last word: the container's exit code, reason and
+	// termination message, or what jmx-attach saw.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+
+	// OpenedAt is when the operator opened the breaker.
+	// +optional
+	OpenedAt metav1.Time `json:"openedAt,omitempty"`
+}
+
+// RejectedConfig is a config that a JVM's agent refused.
+type RejectedConfig struct {
+	// ConfigSHA256 is the sha256 (hex) of the refused config.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	ConfigSHA256 string `json:"configSHA256"`
+
+	// Message is the agent's (the collector's) own message.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+
+	// Pod is the pod where the agent refused it.
+	// +optional
+	Pod string `json:"pod,omitempty"`
+
+	// Container is the container where the agent refused it.
+	// +optional
+	Container string `json:"container,omitempty"`
+
+	// RejectedAt is when the operator learned of it.
+	// +optional
+	RejectedAt metav1.Time `json:"rejectedAt,omitempty"`
 }
 
 // MetricsEndpoint is where one injected JVM serves its metrics.
