@@ -270,7 +270,18 @@ func (s *informerSet) cacheOfWatch(name, namespace string) (cache.Indexer, schem
 // decode is kept unstructured, logged and counted, and skips the user's
 // transforms, which expect the Go type: an error here would make the
 // informer drop it.
+//
+// The transform recognises its own output, which is always an Object or a
+// Decoded, and returns it as it is: client-go's reflector passes the
+// objects of a watch-list (the initial list, streamed) through the
+// transform twice, once into its temporary store and again when it
+// replaces the queue's contents, and the user's transforms must run once
+// on the object as decoded, never on the cache's form.
 func (si *sharedInformer) transform(obj any) (any, error) {
+	switch obj.(type) {
+	case *compact.Object, *compact.Decoded:
+		return obj, nil
+	}
 	ro, ok := obj.(runtime.Object)
 	if !ok {
 		return obj, nil
@@ -286,7 +297,7 @@ func (si *sharedInformer) transform(obj any) (any, error) {
 			si.decodeFailed(u, err)
 			u.SetGroupVersionKind(si.gvk)
 			si.intern(u)
-			return u, nil
+			return compact.Seal(u), nil
 		}
 		ro = typed
 	}
@@ -302,7 +313,7 @@ func (si *sharedInformer) transform(obj any) (any, error) {
 	ro.GetObjectKind().SetGroupVersionKind(si.gvk)
 	ro = si.compact(ro)
 	si.intern(ro)
-	return ro, nil
+	return compact.Seal(ro), nil
 }
 
 // compact returns obj in compact form, unless the watch opted out, the

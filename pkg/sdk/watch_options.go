@@ -70,10 +70,14 @@ func WithPredicate(p ...Predicate) WatchOption {
 
 // WithTransform adds functions that rewrite each object before it is cached,
 // to save memory. They run after the built-in managedFields stripping and
-// before the built-in compaction and string interning, get the object
-// decoded, must be idempotent, and may modify
-// the object in place. Objects that their Go type cannot decode skip them
-// and are cached unstructured.
+// before the built-in compaction and string interning, and may modify the
+// object in place. They run once on each object the watch receives, always
+// with the object as decoded in the watched kind's Go type (or
+// *unstructured.Unstructured, or *metav1.PartialObjectMetadata with
+// WithMetadataOnly), never with the cache's own form: client-go passes the
+// objects of its streamed initial list through the cache's transform twice,
+// and the second pass skips them. Objects that their Go type cannot decode
+// skip them and are cached unstructured.
 func WithTransform(t ...TransformFunc) WatchOption {
 	return func(c *watchConfig) { c.transforms = append(c.transforms, t...) }
 }
