@@ -128,9 +128,8 @@ func BenchmarkDispatch(b *testing.B) {
 }
 
 // BenchmarkCacheMemoryPerObject measures the heap held per cached object
-// with the defaults (compact, managedFields stripped, strings interned),
-// decoded (WithoutCompaction), decoded without the interning, and with
-// managedFields kept.
+// with the defaults (compact, managedFields stripped), decoded
+// (WithoutCompaction), and with managedFields kept.
 func BenchmarkCacheMemoryPerObject(b *testing.B) {
 	ns := benchNamespace(b)
 	for _, c := range []struct {
@@ -139,7 +138,6 @@ func BenchmarkCacheMemoryPerObject(b *testing.B) {
 	}{
 		{"strip-managedFields", nil},
 		{"strip-managedFields-decoded", []sdk.WatchOption{sdk.WithoutCompaction()}},
-		{"strip-managedFields-decoded-no-interning", []sdk.WatchOption{sdk.WithoutCompaction(), sdk.WithoutStringInterning()}},
 		{"keep-managedFields", []sdk.WatchOption{sdk.WithManagedFields()}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -19,7 +19,6 @@ type watchConfig struct {
 	predicates        []Predicate
 	transforms        []TransformFunc
 	keepManagedFields bool
-	keepStrings       bool
 	keepDecoded       bool
 	metadataOnly      bool
 	ownerOf           *schema.GroupVersionKind
@@ -70,7 +69,7 @@ func WithPredicate(p ...Predicate) WatchOption {
 
 // WithTransform adds functions that rewrite each object before it is cached,
 // to save memory. They run after the built-in managedFields stripping and
-// before the built-in compaction and string interning, and may modify the
+// before the built-in compaction, and may modify the
 // object in place. They run once on each object the watch receives, always
 // with the object as decoded in the watched kind's Go type (or
 // *unstructured.Unstructured, or *metav1.PartialObjectMetadata with
@@ -86,24 +85,6 @@ func WithTransform(t ...TransformFunc) WatchOption {
 // default they are stripped, as they are rarely read and often half the
 // object's size.
 func WithManagedFields() WatchOption { return func(c *watchConfig) { c.keepManagedFields = true } }
-
-// WithoutStringInterning caches objects with the strings they were decoded
-// with. By default the strings of each cached object are interned: a
-// string that other cached objects hold too (a namespace, a label, an
-// image, an owner, "TCP") is replaced by one canonical copy, so that
-// thousands of objects share it instead of holding one each; a string only
-// one object holds (its name, a Pod's IP) keeps its own memory, as a
-// canonical copy would cost more than it saves. For a Deployment's Pods
-// cached decoded (WithoutCompaction) that saves about an eighth of the
-// cache's live heap, for about 5 µs of CPU per object cached; a compact
-// object has only its metadata interned. The fields and values handlers
-// see are the same either way. Only strings are shared between objects,
-// never maps, slices or pointers, so a handler may modify its copy as
-// before. A canonical
-// string that no cached object uses any more is garbage collected. Opt out
-// when the kind's strings are all different (the CPU buys nothing) or to
-// compare.
-func WithoutStringInterning() WatchOption { return func(c *watchConfig) { c.keepStrings = true } }
 
 // WithoutCompaction caches objects decoded, as client-go's informers do. By
 // default an object of a built-in kind (one with generated protobuf code,

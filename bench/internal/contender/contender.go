@@ -61,13 +61,8 @@ const (
 	// VariantMetadataOnly is handlerkit with sdk.WithMetadataOnly.
 	VariantMetadataOnly = "metadata-only"
 	// VariantDecoded is handlerkit with sdk.WithoutCompaction: objects
-	// cached decoded, strings interned (its default cache before
-	// compaction).
+	// cached decoded (its default cache before compaction).
 	VariantDecoded = "decoded"
-	// VariantNoInterning is handlerkit with sdk.WithoutCompaction and
-	// sdk.WithoutStringInterning: its default cache before strings were
-	// interned.
-	VariantNoInterning = "no-interning"
 )
 
 // Spec says what one contender process runs.

@@ -64,8 +64,6 @@ func runHandlerkit(ctx context.Context, cfg *rest.Config, spec Spec, rec *probe.
 		opts = append(opts, sdk.WithMetadataOnly())
 	case VariantDecoded:
 		opts = append(opts, sdk.WithoutCompaction())
-	case VariantNoInterning:
-		opts = append(opts, sdk.WithoutCompaction(), sdk.WithoutStringInterning())
 	}
 	if spec.Kind == KindPods {
 		err = op.Watch("v1", "Pod", spec.Namespace, 0, opts...)

@@ -190,11 +190,9 @@ func cacheLabel(r suite.Row) string {
 	case r.Variant == contender.VariantMetadataOnly:
 		return "handlerkit, WithMetadataOnly"
 	case r.Variant == contender.VariantDecoded:
-		return "handlerkit, WithoutCompaction (decoded; managedFields stripped, strings interned)"
-	case r.Variant == contender.VariantNoInterning:
-		return "handlerkit, WithoutCompaction, WithoutStringInterning (decoded; managedFields stripped)"
+		return "handlerkit, WithoutCompaction (decoded; managedFields stripped)"
 	case r.Contender == contender.Handlerkit:
-		return "handlerkit default (compact; managedFields stripped, strings interned)"
+		return "handlerkit default (compact; managedFields stripped)"
 	case r.Contender == contender.ControllerRuntime:
 		return "controller-runtime default (full objects, protobuf)"
 	default:

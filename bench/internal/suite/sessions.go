@@ -39,7 +39,6 @@ func Rows(scenario string, cfg Config) []Row {
 			{Contender: contender.Handwritten, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.Handlerkit, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.Handlerkit, Variant: contender.VariantDecoded, Workers: 1, Handler: contender.HandlerNoop},
-			{Contender: contender.Handlerkit, Variant: contender.VariantNoInterning, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.Handlerkit, Variant: contender.VariantKeepManagedFields, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.Handlerkit, Variant: contender.VariantMetadataOnly, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.ControllerRuntime, Workers: 1, Handler: contender.HandlerNoop},
