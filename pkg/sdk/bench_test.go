@@ -128,8 +128,8 @@ func BenchmarkDispatch(b *testing.B) {
 }
 
 // BenchmarkCacheMemoryPerObject measures the heap held per cached object
-// with the defaults (compact, managedFields stripped), decoded
-// (WithoutCompaction), and with managedFields kept.
+// with the defaults (compact, managedFields stripped) and with
+// managedFields kept.
 func BenchmarkCacheMemoryPerObject(b *testing.B) {
 	ns := benchNamespace(b)
 	for _, c := range []struct {
@@ -137,7 +137,6 @@ func BenchmarkCacheMemoryPerObject(b *testing.B) {
 		opts []sdk.WatchOption
 	}{
 		{"strip-managedFields", nil},
-		{"strip-managedFields-decoded", []sdk.WatchOption{sdk.WithoutCompaction()}},
 		{"keep-managedFields", []sdk.WatchOption{sdk.WithManagedFields()}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

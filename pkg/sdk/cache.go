@@ -35,7 +35,6 @@ type informerKey struct {
 	label, field string
 	metadataOnly bool
 	keepManaged  bool
-	keepDecoded  bool // no compaction
 	resync       time.Duration
 	// private is the watch's name when it has transforms of its own: those
 	// rewrite what the cache holds, so its informer is not shared.
@@ -80,8 +79,7 @@ func (w *watch) keysFor(gvr schema.GroupVersionResource) []informerKey {
 	for _, ns := range w.namespaces {
 		k := informerKey{
 			gvr: gvr, namespace: ns, label: w.cfg.labelSelector, field: w.cfg.fieldSelector,
-			metadataOnly: w.cfg.metadataOnly, keepManaged: w.cfg.keepManagedFields,
-			keepDecoded: w.cfg.keepDecoded, resync: w.resync,
+			metadataOnly: w.cfg.metadataOnly, keepManaged: w.cfg.keepManagedFields, resync: w.resync,
 		}
 		if len(w.cfg.transforms) > 0 {
 			k.private = w.name
@@ -308,12 +306,12 @@ func (si *sharedInformer) transform(obj any) (any, error) {
 	return compact.Seal(ro), nil
 }
 
-// compact returns obj in compact form, unless the watch opted out, the
-// informer holds metadata only, or obj's type does not compact. A failure
+// compact returns obj in compact form, unless the informer holds metadata
+// only or obj's type does not compact. A failure
 // to encode, which a generated Marshal never reports for an object it can
 // hold, caches obj decoded and is logged once.
 func (si *sharedInformer) compact(obj runtime.Object) runtime.Object {
-	if si.key.keepDecoded || si.key.metadataOnly {
+	if si.key.metadataOnly {
 		return obj
 	}
 	out, _, err := compact.Of(obj)

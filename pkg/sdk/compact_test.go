@@ -53,7 +53,6 @@ func TestBuiltInKindsAreCachedCompactAndEveryReaderGetsThemDecoded(t *testing.T)
 		cachedType string
 	}{
 		{"default", nil, fmt.Sprintf("%T", &compact.Object{})},
-		{"WithoutCompaction", []sdk.WatchOption{sdk.WithoutCompaction()}, fmt.Sprintf("%T", &compact.Decoded{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)

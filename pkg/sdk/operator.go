@@ -368,7 +368,7 @@ func (o *Operator) RESTMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, 
 // reads from memory.
 //
 // Reads through the returned Indexer decode the objects a watch caches
-// compact (see WithoutCompaction) into a fresh copy on every read; other
+// compact (built-in kinds) into a fresh copy on every read; other
 // objects are the cache's own, which must not be modified. Either way a
 // List decodes every object it returns: filter by index or namespace
 // first when the cache is large.

@@ -13,9 +13,8 @@ import (
 
 // BenchmarkTransformPod is the cache transform's CPU and allocations for
 // one Pod as the API server sends it (two field managers, a Deployment's
-// replica), by default (compact) and WithoutCompaction. Each iteration
-// transforms a fresh deep copy, since the transform changes its input, so
-// the copy is part of every figure: the difference is the compaction.
+// replica). Each iteration transforms a fresh deep copy, since the
+// transform changes its input, so the copy is part of the figure.
 func BenchmarkTransformPod(b *testing.B) {
 	// The Pod the compact package's tests use, read from a real API server.
 	data, err := os.ReadFile("internal/compact/testdata/pod.json")
@@ -36,7 +35,6 @@ func BenchmarkTransformPod(b *testing.B) {
 		key  informerKey
 	}{
 		{"default", informerKey{}},
-		{"WithoutCompaction", informerKey{keepDecoded: true}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			si := &sharedInformer{key: tc.key, gvk: corev1.SchemeGroupVersion.WithKind("Pod")}

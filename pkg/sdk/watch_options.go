@@ -19,7 +19,6 @@ type watchConfig struct {
 	predicates        []Predicate
 	transforms        []TransformFunc
 	keepManagedFields bool
-	keepDecoded       bool
 	metadataOnly      bool
 	ownerOf           *schema.GroupVersionKind
 	anyOwner          bool
@@ -67,46 +66,36 @@ func WithPredicate(p ...Predicate) WatchOption {
 	return func(c *watchConfig) { c.predicates = append(c.predicates, p...) }
 }
 
-// WithTransform adds functions that rewrite each object before it is cached,
-// to save memory. They run after the built-in managedFields stripping and
-// before the built-in compaction, and may modify the
-// object in place. They run once on each object the watch receives, always
-// with the object as decoded in the watched kind's Go type (or
+// WithTransform is for a watch whose handler reads only part of large
+// objects: it adds functions that rewrite each object before it is cached
+// (drop a ConfigMap's data, a Pod's status), so that the cache holds only
+// what the handler reads. They run after the built-in managedFields
+// stripping and before the built-in compaction, and may modify the object
+// in place. They run once on each object the watch receives, always with
+// the object as decoded in the watched kind's Go type (or
 // *unstructured.Unstructured, or *metav1.PartialObjectMetadata with
 // WithMetadataOnly), never with the cache's own form: client-go passes the
 // objects of its streamed initial list through the cache's transform twice,
 // and the second pass skips them. Objects that their Go type cannot decode
-// skip them and are cached unstructured.
+// skip them and are cached unstructured. A watch with transforms has an
+// informer of its own, since what it caches is not the whole kind.
 func WithTransform(t ...TransformFunc) WatchOption {
 	return func(c *watchConfig) { c.transforms = append(c.transforms, t...) }
 }
 
-// WithManagedFields keeps metadata.managedFields in cached objects. By
-// default they are stripped, as they are rarely read and often half the
+// WithManagedFields is for handlers that read metadata.managedFields, to
+// see which field manager owns which field (before taking fields over with
+// server-side apply, say). By default they are stripped from cached
+// objects, as most handlers never read them and they are often half an
 // object's size.
 func WithManagedFields() WatchOption { return func(c *watchConfig) { c.keepManagedFields = true } }
 
-// WithoutCompaction caches objects decoded, as client-go's informers do. By
-// default an object of a built-in kind (one with generated protobuf code,
-// which its typed client already reads as protobuf) is cached compact: its
-// metadata decoded, the rest in its protobuf encoding, about a third of the
-// memory of the decoded Go structs (a Pod: about 2 KB instead of 6 KB).
-// Every read decodes it, into a fresh copy: the handler's Event.Object,
-// predicates, map and index functions, query reads, and the objects of
-// Operator.CacheFor and CacheOfWatch. Decoding costs about 3 µs more than
-// the deep copy a read of a decoded cache makes (a Pod: 6 µs instead of 3),
-// and the decoded object is exactly what the client would have decoded
-// from the wire. Custom resources (JSON on the wire), unstructured objects
-// and WithMetadataOnly caches are never compacted. Opt out when a watch's
-// predicates, map or index functions run so often on so few objects that
-// the CPU matters more than the memory.
-func WithoutCompaction() WatchOption { return func(c *watchConfig) { c.keepDecoded = true } }
-
-// WithMetadataOnly caches only object metadata, for kinds where labels,
-// annotations and owners are all the handler needs (Secrets, ConfigMaps,
-// Pods in large clusters). Event.Object is then a
-// *metav1.PartialObjectMetadata and query reads of the kind go to the API
-// server.
+// WithMetadataOnly is for kinds of which labels, annotations and owner
+// references are all the handler needs, and of which a cluster holds many
+// or large objects (Secrets, ConfigMaps, Pods in large clusters; a
+// secondary watch that only wakes owners): the cache holds only their
+// metadata. Event.Object is then a *metav1.PartialObjectMetadata and query
+// reads of the kind go to the API server.
 func WithMetadataOnly() WatchOption { return func(c *watchConfig) { c.metadataOnly = true } }
 
 // WithOwnerOf turns this watch into a secondary watch: instead of being

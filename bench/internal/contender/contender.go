@@ -60,9 +60,6 @@ const (
 	VariantKeepManagedFields = "keep-managedfields"
 	// VariantMetadataOnly is handlerkit with sdk.WithMetadataOnly.
 	VariantMetadataOnly = "metadata-only"
-	// VariantDecoded is handlerkit with sdk.WithoutCompaction: objects
-	// cached decoded (its default cache before compaction).
-	VariantDecoded = "decoded"
 )
 
 // Spec says what one contender process runs.

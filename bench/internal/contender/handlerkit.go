@@ -62,8 +62,6 @@ func runHandlerkit(ctx context.Context, cfg *rest.Config, spec Spec, rec *probe.
 		opts = append(opts, sdk.WithManagedFields())
 	case VariantMetadataOnly:
 		opts = append(opts, sdk.WithMetadataOnly())
-	case VariantDecoded:
-		opts = append(opts, sdk.WithoutCompaction())
 	}
 	if spec.Kind == KindPods {
 		err = op.Watch("v1", "Pod", spec.Namespace, 0, opts...)

@@ -189,8 +189,6 @@ func cacheLabel(r suite.Row) string {
 		return "handlerkit, WithManagedFields"
 	case r.Variant == contender.VariantMetadataOnly:
 		return "handlerkit, WithMetadataOnly"
-	case r.Variant == contender.VariantDecoded:
-		return "handlerkit, WithoutCompaction (decoded; managedFields stripped)"
 	case r.Contender == contender.Handlerkit:
 		return "handlerkit default (compact; managedFields stripped)"
 	case r.Contender == contender.ControllerRuntime:

@@ -38,7 +38,6 @@ func Rows(scenario string, cfg Config) []Row {
 			{Contender: contender.RawWatch, Handler: contender.HandlerNoop},
 			{Contender: contender.Handwritten, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.Handlerkit, Workers: 1, Handler: contender.HandlerNoop},
-			{Contender: contender.Handlerkit, Variant: contender.VariantDecoded, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.Handlerkit, Variant: contender.VariantKeepManagedFields, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.Handlerkit, Variant: contender.VariantMetadataOnly, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.ControllerRuntime, Workers: 1, Handler: contender.HandlerNoop},
