@@ -60,8 +60,8 @@ func WithFieldSelector(selector string) WatchOption {
 }
 
 // WithPredicate adds filters that run on every informer notification before
-// the key is enqueued; all of them must accept it. Predicates must not
-// modify the objects they see.
+// the key is enqueued; all of them must accept it. The objects they see are
+// copies of their own, as every reader of the cache gets.
 func WithPredicate(p ...Predicate) WatchOption {
 	return func(c *watchConfig) { c.predicates = append(c.predicates, p...) }
 }
@@ -134,6 +134,7 @@ func ownerOption(apiVersion, kind string, any bool) WatchOption {
 // read caches through query, never list the API server. It is called with
 // both the new and the old state of an update, and the union of the keys is
 // enqueued, so a target that no longer matches still hears of the change.
+// obj is a copy of its own, as every reader of the cache gets.
 type MapFunc func(ctx context.Context, obj runtime.Object) []string
 
 // WithMapTo turns this watch into a secondary watch whose events enqueue,
@@ -151,7 +152,8 @@ func WithMapTo(target string, fn MapFunc) WatchOption {
 }
 
 // IndexFunc returns the index values of an object, for WithIndex. Objects
-// that should not be indexed return none.
+// that should not be indexed return none. obj is a copy of its own, as
+// every reader of the cache gets.
 type IndexFunc func(obj runtime.Object) ([]string, error)
 
 // WithIndex adds an index named name to the cache of this watch's kind: fn

@@ -136,17 +136,18 @@ func (o *Object) DeepCopyObject() runtime.Object {
 	return &Object{TypeMeta: o.TypeMeta, ObjectMeta: *o.ObjectMeta.DeepCopy(), layout: o.layout, data: o.data}
 }
 
-// Expand returns obj decoded when it is an Object, the object inside when
-// it is a Decoded, and whether the result is a fresh copy the caller owns;
-// any other value is returned as it is, with false. A value that is not a
-// runtime.Object returns nil.
+// Expand returns a cache entry as a copy the caller owns, and true: an
+// Object decoded, a Decoded's object deep-copied. So every reader of the
+// cache gets its own copy, whatever the representation. Any other value is
+// returned as it is, with false. A value that is not a runtime.Object
+// returns nil.
 func Expand(obj any) (runtime.Object, bool, error) {
 	switch o := obj.(type) {
 	case *Object:
 		d, err := o.Decode()
 		return d, err == nil, err
 	case *Decoded:
-		return o.obj, false, nil
+		return o.obj.DeepCopyObject(), true, nil
 	case runtime.Object:
 		return o, false, nil
 	}

@@ -14,8 +14,8 @@ import (
 // reflector passes the objects of a watch-list through the transform twice
 // (once into its temporary store, again in the queue's Replace), and the
 // user's transforms must neither run twice nor see the cache's form. And a
-// reader cannot take the cache's own pointer by accident: Expand returns
-// the object, Copy a copy, as for an Object.
+// reader cannot take the cache's own pointer by accident: Expand and Copy
+// return a deep copy, as they return an Object decoded.
 //
 // The cache keys, indexes and selects a Decoded through its metadata
 // (GetObjectMeta), as it would the object itself.

@@ -4,9 +4,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// View is a cache.Indexer whose reads return compact objects decoded, each
-// read a fresh copy, and other objects as the cache holds them. Writes and
-// key-only reads go to the cache unchanged.
+// View is a cache.Indexer whose reads return every cache entry as a copy
+// of the reader's own (Expand): an Object decoded, a Decoded deep-copied.
+// Writes and key-only reads go to the cache unchanged.
 type View struct {
 	cache.Indexer
 }
