@@ -11,7 +11,11 @@
 // k8s.io/api, whose typed clients already read them as protobuf, so a
 // decoded Object is exactly what the client would have decoded from the
 // wire. Custom resources (JSON on the wire), unstructured objects and
-// metadata-only objects are cached as they are.
+// metadata-only objects are cached decoded, wrapped in a Decoded.
+//
+// Object and Decoded are the only forms a cache entry takes, and Expand
+// is the only way from an entry to a reader: it returns a copy the reader
+// owns, whatever the form.
 package compact
 
 import (
