@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -138,14 +139,27 @@ func TestEveryReaderGetsItsOwnCopyOfEveryRepresentation(t *testing.T) {
 			if err := f.op.Watch(tc.apiVersion, tc.kind, f.ns, 0, mapped...); err != nil {
 				t.Fatal(err)
 			}
-			rec := &recorder{fn: func(e sdk.Event) error {
+			// What the handler got, after it scribbled on it: read here,
+			// under mu, never from the event afterwards.
+			var handled []map[string]string
+			f.op.Handle(sdk.HandlerFunc(func(_ context.Context, e sdk.Event) error {
+				if e.Deleted {
+					return nil
+				}
 				saw("handler", e.Object)
+				mu.Lock()
+				handled = append(handled, maps.Clone(mustLabels(t, e.Object)))
+				mu.Unlock()
 				return nil
-			}}
-			f.op.Handle(rec)
+			}))
+			handledCount := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(handled)
+			}
 			f.start(t)
 			tc.create(t, f, "x")
-			eventually(t, 10*time.Second, "x handled", func() bool { return len(rec.find("x", nil)) > 0 })
+			eventually(t, 10*time.Second, "x handled", func() bool { return handledCount() > 0 })
 
 			key := f.ns + "/x"
 			r := query.For(f.op)
@@ -197,7 +211,7 @@ func TestEveryReaderGetsItsOwnCopyOfEveryRepresentation(t *testing.T) {
 			if err := f.op.Enqueue("main", key); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, "x handled again", func() bool { return len(rec.find("x", nil)) > 1 })
+			eventually(t, 10*time.Second, "x handled again", func() bool { return handledCount() > 1 })
 			cached, ok := sdk.CachedForm(f.op, "main", f.ns, key)
 			if !ok {
 				t.Fatal("x not cached")
@@ -205,11 +219,13 @@ func TestEveryReaderGetsItsOwnCopyOfEveryRepresentation(t *testing.T) {
 			if l := labelsOf(t, cached); countScribbles(l) > 0 {
 				t.Errorf("the cache's labels changed: %v", l)
 			}
-			for _, e := range rec.find("x", nil) {
-				if n := countScribbles(mustLabels(t, e.Object)); n != 1 {
-					t.Errorf("the handler got labels %v, want only its own scribble", mustLabels(t, e.Object))
+			mu.Lock()
+			for _, l := range handled {
+				if n := countScribbles(l); n != 1 {
+					t.Errorf("the handler got labels %v, want only its own scribble", l)
 				}
 			}
+			mu.Unlock()
 			if err := r.Get(ctx, get, query.FromWatch("main")); err != nil {
 				t.Fatal(err)
 			}
