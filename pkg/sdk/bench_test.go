@@ -128,8 +128,7 @@ func BenchmarkDispatch(b *testing.B) {
 }
 
 // BenchmarkCacheMemoryPerObject measures the heap held per cached object
-// with the defaults (compact, managedFields stripped, strings interned),
-// decoded (WithoutCompaction), decoded without the interning, and with
+// with the defaults (compact, managedFields stripped) and with
 // managedFields kept.
 func BenchmarkCacheMemoryPerObject(b *testing.B) {
 	ns := benchNamespace(b)
@@ -138,8 +137,6 @@ func BenchmarkCacheMemoryPerObject(b *testing.B) {
 		opts []sdk.WatchOption
 	}{
 		{"strip-managedFields", nil},
-		{"strip-managedFields-decoded", []sdk.WatchOption{sdk.WithoutCompaction()}},
-		{"strip-managedFields-decoded-no-interning", []sdk.WatchOption{sdk.WithoutCompaction(), sdk.WithoutStringInterning()}},
 		{"keep-managedFields", []sdk.WatchOption{sdk.WithManagedFields()}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

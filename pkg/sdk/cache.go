@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/handlerkit/handlerkit/pkg/sdk/internal/compact"
-	"github.com/handlerkit/handlerkit/pkg/sdk/internal/intern"
 )
 
 // informerKey says which objects an informer holds and how it stores them.
@@ -36,8 +35,6 @@ type informerKey struct {
 	label, field string
 	metadataOnly bool
 	keepManaged  bool
-	keepStrings  bool // no string interning
-	keepDecoded  bool // no compaction
 	resync       time.Duration
 	// private is the watch's name when it has transforms of its own: those
 	// rewrite what the cache holds, so its informer is not shared.
@@ -53,9 +50,6 @@ type sharedInformer struct {
 
 	op         *Operator
 	transforms []TransformFunc // the private watch's own transforms
-	// internFailed logs the first object whose strings could not be
-	// interned; later ones are cached as they are, silently.
-	internFailed sync.Once
 	// compactFailed logs the first object that could not be compacted.
 	compactFailed sync.Once
 	mu            sync.Mutex
@@ -85,8 +79,7 @@ func (w *watch) keysFor(gvr schema.GroupVersionResource) []informerKey {
 	for _, ns := range w.namespaces {
 		k := informerKey{
 			gvr: gvr, namespace: ns, label: w.cfg.labelSelector, field: w.cfg.fieldSelector,
-			metadataOnly: w.cfg.metadataOnly, keepManaged: w.cfg.keepManagedFields, keepStrings: w.cfg.keepStrings,
-			keepDecoded: w.cfg.keepDecoded, resync: w.resync,
+			metadataOnly: w.cfg.metadataOnly, keepManaged: w.cfg.keepManagedFields, resync: w.resync,
 		}
 		if len(w.cfg.transforms) > 0 {
 			k.private = w.name
@@ -265,12 +258,22 @@ func (s *informerSet) cacheOfWatch(name, namespace string) (cache.Indexer, schem
 // converts unstructured objects of kinds the scheme knows to their typed
 // form once (instead of on every handling), runs the private watch's
 // transforms, stamps apiVersion and kind, which typed informers leave
-// empty, compacts objects of built-in kinds, and interns the strings of
-// what is left decoded. An object the Go type cannot
-// decode is kept unstructured, logged and counted, and skips the user's
+// empty, and compacts objects of built-in kinds. An object the Go type
+// cannot decode is kept unstructured, logged and counted, and skips the user's
 // transforms, which expect the Go type: an error here would make the
 // informer drop it.
+//
+// The transform recognises its own output, which is always an Object or a
+// Decoded, and returns it as it is: client-go's reflector passes the
+// objects of a watch-list (the initial list, streamed) through the
+// transform twice, once into its temporary store and again when it
+// replaces the queue's contents, and the user's transforms must run once
+// on the object as decoded, never on the cache's form.
 func (si *sharedInformer) transform(obj any) (any, error) {
+	switch obj.(type) {
+	case *compact.Object, *compact.Decoded:
+		return obj, nil
+	}
 	ro, ok := obj.(runtime.Object)
 	if !ok {
 		return obj, nil
@@ -285,8 +288,7 @@ func (si *sharedInformer) transform(obj any) (any, error) {
 		if err != nil {
 			si.decodeFailed(u, err)
 			u.SetGroupVersionKind(si.gvk)
-			si.intern(u)
-			return u, nil
+			return compact.Seal(u), nil
 		}
 		ro = typed
 	}
@@ -301,16 +303,15 @@ func (si *sharedInformer) transform(obj any) (any, error) {
 	}
 	ro.GetObjectKind().SetGroupVersionKind(si.gvk)
 	ro = si.compact(ro)
-	si.intern(ro)
-	return ro, nil
+	return compact.Seal(ro), nil
 }
 
-// compact returns obj in compact form, unless the watch opted out, the
-// informer holds metadata only, or obj's type does not compact. A failure
+// compact returns obj in compact form, unless the informer holds metadata
+// only or obj's type does not compact. A failure
 // to encode, which a generated Marshal never reports for an object it can
 // hold, caches obj decoded and is logged once.
 func (si *sharedInformer) compact(obj runtime.Object) runtime.Object {
-	if si.key.keepDecoded || si.key.metadataOnly {
+	if si.key.metadataOnly {
 		return obj
 	}
 	out, _, err := compact.Of(obj)
@@ -321,22 +322,6 @@ func (si *sharedInformer) compact(obj runtime.Object) runtime.Object {
 		})
 	}
 	return out
-}
-
-// intern makes obj's strings share memory with the equal strings of the
-// other cached objects, unless the watch opted out. A failure (a panic in
-// the walk, which only an object no decoder makes could cause) leaves obj
-// as it is, equal to what it was: it is logged once and cached anyway.
-func (si *sharedInformer) intern(obj runtime.Object) {
-	if si.key.keepStrings {
-		return
-	}
-	if err := intern.Strings(obj); err != nil {
-		si.internFailed.Do(func() {
-			si.op.cfg.log.WithField("watch", strings.Join(si.watchNames(), ",")).WithError(err).
-				Warn("cannot intern the strings of a cached object; caching it as it is (logged once per informer)")
-		})
-	}
 }
 
 // decode converts u to the Go type the scheme has for the informer's kind.

@@ -53,7 +53,6 @@ func TestBuiltInKindsAreCachedCompactAndEveryReaderGetsThemDecoded(t *testing.T)
 		cachedType string
 	}{
 		{"default", nil, fmt.Sprintf("%T", &compact.Object{})},
-		{"WithoutCompaction", []sdk.WatchOption{sdk.WithoutCompaction()}, fmt.Sprintf("%T", &corev1.ConfigMap{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -61,7 +60,7 @@ func TestBuiltInKindsAreCachedCompactAndEveryReaderGetsThemDecoded(t *testing.T)
 			seen := &typesSeen{}
 			opts := append([]sdk.WatchOption{
 				sdk.WithName("cms"),
-				sdk.WithPredicate(func(_ runtime.Object, e sdk.Event) bool { seen.saw("predicate", e.Object); return true }),
+				sdk.WithPredicate(sdk.PredicateFunc(func(_ runtime.Object, e sdk.Event) bool { seen.saw("predicate", e.Object); return true })),
 				sdk.WithIndex("team", func(obj runtime.Object) ([]string, error) {
 					seen.saw("index", obj)
 					return []string{obj.(metav1.Object).GetLabels()["team"]}, nil

@@ -367,11 +367,11 @@ func (o *Operator) RESTMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, 
 // sync, while standing by, after Run returned). query uses it to answer
 // reads from memory.
 //
-// Reads through the returned Indexer decode the objects a watch caches
-// compact (see WithoutCompaction) into a fresh copy on every read; other
-// objects are the cache's own, which must not be modified. Either way a
-// List decodes every object it returns: filter by index or namespace
-// first when the cache is large.
+// Every read through the returned Indexer returns copies the caller owns,
+// as every reader of the cache gets (see docs/sdk.md, "What readers get"):
+// objects of built-in kinds decoded from their compact form, others
+// deep-copied. So a List copies every object it returns: filter by index
+// or namespace first when the cache is large.
 func (o *Operator) CacheFor(gvk schema.GroupVersionKind, namespace string) (cache.Indexer, bool) {
 	set := o.informers.Load()
 	if set == nil {
@@ -385,8 +385,8 @@ func (o *Operator) CacheFor(gvk schema.GroupVersionKind, namespace string) (cach
 // holds its objects in namespace, and the watched kind, if the running term
 // has one. Unlike CacheFor it returns the caches of watches with selectors
 // and transforms too: what they hold is what the watch selected, as its
-// transforms left it. query.FromWatch reads through it. Reads decode
-// compact objects as CacheFor's do.
+// transforms left it. query.FromWatch reads through it. Reads return
+// copies the caller owns, as CacheFor's do.
 func (o *Operator) CacheOfWatch(watchName, namespace string) (cache.Indexer, schema.GroupVersionKind, bool) {
 	set := o.informers.Load()
 	if set == nil {

@@ -10,57 +10,100 @@ import (
 
 // Predicate decides whether an informer notification enqueues its key. e is
 // the event as the handler would see it; old is the previous state for
-// EventUpdate and EventResync, and nil otherwise.
-type Predicate func(old runtime.Object, e Event) bool
+// EventUpdate and EventResync, and nil otherwise. Both are copies the
+// predicate owns. PredicateFunc turns a function into a Predicate.
+type Predicate interface {
+	Accept(old runtime.Object, e Event) bool
+}
+
+// PredicateFunc adapts a function to Predicate.
+type PredicateFunc func(old runtime.Object, e Event) bool
+
+// Accept calls f.
+func (f PredicateFunc) Accept(old runtime.Object, e Event) bool { return f(old, e) }
+
+// metadataPredicate is a predicate that reads only the event's type and the
+// objects' metadata. A watch whose predicates are all metadataPredicates
+// gives them the cache's own entries, whose metadata is decoded even when
+// the rest is compact, instead of decoding two copies per notification; it
+// must not modify them.
+type metadataPredicate func(old runtime.Object, e Event) bool
+
+// Accept calls p.
+func (p metadataPredicate) Accept(old runtime.Object, e Event) bool { return p(old, e) }
+
+// metadataOnly reports whether every predicate of ps reads only metadata.
+func metadataOnly(ps []Predicate) bool {
+	for _, p := range ps {
+		if _, ok := p.(metadataPredicate); !ok {
+			return false
+		}
+	}
+	return true
+}
 
 // And accepts a notification when every predicate accepts it.
 func And(ps ...Predicate) Predicate {
-	return func(old runtime.Object, e Event) bool {
+	and := func(old runtime.Object, e Event) bool {
 		for _, p := range ps {
-			if !p(old, e) {
+			if !p.Accept(old, e) {
 				return false
 			}
 		}
 		return true
 	}
+	if metadataOnly(ps) {
+		return metadataPredicate(and)
+	}
+	return PredicateFunc(and)
 }
 
 // Or accepts a notification when at least one predicate accepts it.
 func Or(ps ...Predicate) Predicate {
-	return func(old runtime.Object, e Event) bool {
+	or := func(old runtime.Object, e Event) bool {
 		for _, p := range ps {
-			if p(old, e) {
+			if p.Accept(old, e) {
 				return true
 			}
 		}
 		return false
 	}
+	if metadataOnly(ps) {
+		return metadataPredicate(or)
+	}
+	return PredicateFunc(or)
 }
 
 // Not inverts p.
 func Not(p Predicate) Predicate {
-	return func(old runtime.Object, e Event) bool { return !p(old, e) }
+	not := func(old runtime.Object, e Event) bool { return !p.Accept(old, e) }
+	if metadataOnly([]Predicate{p}) {
+		return metadataPredicate(not)
+	}
+	return PredicateFunc(not)
 }
 
 // IgnoreResync drops periodic resync notifications.
 func IgnoreResync() Predicate {
-	return func(_ runtime.Object, e Event) bool { return e.Type != EventResync }
+	return metadataPredicate(func(_ runtime.Object, e Event) bool { return e.Type != EventResync })
 }
 
 // GenerationChanged accepts adds and deletes, and updates only when
 // metadata.generation changed, which for most kinds means the spec changed
-// (status-only writes do not bump it). Resyncs are dropped.
+// (status-only writes do not bump it). Resyncs are dropped. It reads
+// metadata only, so the objects are not decoded for it.
 func GenerationChanged() Predicate {
 	return onUpdate(func(o, n metav1.Object) bool { return o.GetGeneration() != n.GetGeneration() })
 }
 
 // LabelsChanged accepts adds and deletes, and updates that change labels.
+// It reads metadata only.
 func LabelsChanged() Predicate {
 	return onUpdate(func(o, n metav1.Object) bool { return !maps.Equal(o.GetLabels(), n.GetLabels()) })
 }
 
 // AnnotationsChanged accepts adds and deletes, and updates that change
-// annotations.
+// annotations. It reads metadata only.
 func AnnotationsChanged() Predicate {
 	return onUpdate(func(o, n metav1.Object) bool {
 		return !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
@@ -76,7 +119,7 @@ func LabelsOrAnnotationsChanged() Predicate {
 // onUpdate builds a predicate that passes adds and deletes, drops resyncs,
 // and asks changed about updates.
 func onUpdate(changed func(old, new metav1.Object) bool) Predicate {
-	return func(old runtime.Object, e Event) bool {
+	return metadataPredicate(func(old runtime.Object, e Event) bool {
 		switch e.Type {
 		case EventAdd, EventDelete:
 			return true
@@ -90,5 +133,5 @@ func onUpdate(changed func(old, new metav1.Object) bool) Predicate {
 			return true
 		}
 		return changed(o, n)
-	}
+	})
 }

@@ -205,10 +205,16 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 		return
 	}
 	w.op.hmetrics.events.WithLabelValues(w.name, string(typ)).Inc()
-	// Predicates and map functions are user code: they get the objects
-	// decoded, never a compact cache entry.
+	// Predicates and map functions are user code: they get copies of their
+	// own, decoded, never a cache entry. The ready-made predicates read
+	// only metadata, which cache entries hold decoded: when they are all
+	// there is, they get the entries and nothing is decoded.
 	var seen, seenOld runtime.Object
-	if len(w.cfg.predicates) > 0 || w.cfg.mapFn != nil {
+	switch {
+	case w.cfg.mapFn == nil && metadataOnly(w.cfg.predicates):
+		seen = ro
+		seenOld, _ = old.(runtime.Object)
+	default:
 		var ok bool
 		if seen, seenOld, ok = r.expand(ro, old); !ok {
 			// Unreadable (never seen in practice): skip the filters; the
@@ -222,7 +228,7 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 	if len(w.cfg.predicates) > 0 {
 		e := Event{Object: seen, Deleted: typ == EventDelete, Watch: w.name, Type: typ}
 		for _, p := range w.cfg.predicates {
-			if !p(seenOld, e) {
+			if !p.Accept(seenOld, e) {
 				return
 			}
 		}

@@ -19,8 +19,6 @@ type watchConfig struct {
 	predicates        []Predicate
 	transforms        []TransformFunc
 	keepManagedFields bool
-	keepStrings       bool
-	keepDecoded       bool
 	metadataOnly      bool
 	ownerOf           *schema.GroupVersionKind
 	anyOwner          bool
@@ -62,66 +60,42 @@ func WithFieldSelector(selector string) WatchOption {
 }
 
 // WithPredicate adds filters that run on every informer notification before
-// the key is enqueued; all of them must accept it. Predicates must not
-// modify the objects they see.
+// the key is enqueued; all of them must accept it. The objects they see are
+// copies of their own, as every reader of the cache gets.
 func WithPredicate(p ...Predicate) WatchOption {
 	return func(c *watchConfig) { c.predicates = append(c.predicates, p...) }
 }
 
-// WithTransform adds functions that rewrite each object before it is cached,
-// to save memory. They run after the built-in managedFields stripping and
-// before the built-in compaction and string interning, get the object
-// decoded, must be idempotent, and may modify
-// the object in place. Objects that their Go type cannot decode skip them
-// and are cached unstructured.
+// WithTransform is for a watch whose handler reads only part of large
+// objects: it adds functions that rewrite each object before it is cached
+// (drop a ConfigMap's data, a Pod's status), so that the cache holds only
+// what the handler reads. They run after the built-in managedFields
+// stripping and before the built-in compaction, and may modify the object
+// in place. They run once on each object the watch receives, always with
+// the object as decoded in the watched kind's Go type (or
+// *unstructured.Unstructured, or *metav1.PartialObjectMetadata with
+// WithMetadataOnly), never with the cache's own form: client-go passes the
+// objects of its streamed initial list through the cache's transform twice,
+// and the second pass skips them. Objects that their Go type cannot decode
+// skip them and are cached unstructured. A watch with transforms has an
+// informer of its own, since what it caches is not the whole kind.
 func WithTransform(t ...TransformFunc) WatchOption {
 	return func(c *watchConfig) { c.transforms = append(c.transforms, t...) }
 }
 
-// WithManagedFields keeps metadata.managedFields in cached objects. By
-// default they are stripped, as they are rarely read and often half the
+// WithManagedFields is for handlers that read metadata.managedFields, to
+// see which field manager owns which field (before taking fields over with
+// server-side apply, say). By default they are stripped from cached
+// objects, as most handlers never read them and they are often half an
 // object's size.
 func WithManagedFields() WatchOption { return func(c *watchConfig) { c.keepManagedFields = true } }
 
-// WithoutStringInterning caches objects with the strings they were decoded
-// with. By default the strings of each cached object are interned: a
-// string that other cached objects hold too (a namespace, a label, an
-// image, an owner, "TCP") is replaced by one canonical copy, so that
-// thousands of objects share it instead of holding one each; a string only
-// one object holds (its name, a Pod's IP) keeps its own memory, as a
-// canonical copy would cost more than it saves. For a Deployment's Pods
-// cached decoded (WithoutCompaction) that saves about an eighth of the
-// cache's live heap, for about 5 µs of CPU per object cached; a compact
-// object has only its metadata interned. The fields and values handlers
-// see are the same either way. Only strings are shared between objects,
-// never maps, slices or pointers, so a handler may modify its copy as
-// before. A canonical
-// string that no cached object uses any more is garbage collected. Opt out
-// when the kind's strings are all different (the CPU buys nothing) or to
-// compare.
-func WithoutStringInterning() WatchOption { return func(c *watchConfig) { c.keepStrings = true } }
-
-// WithoutCompaction caches objects decoded, as client-go's informers do. By
-// default an object of a built-in kind (one with generated protobuf code,
-// which its typed client already reads as protobuf) is cached compact: its
-// metadata decoded, the rest in its protobuf encoding, about a third of the
-// memory of the decoded Go structs (a Pod: about 2 KB instead of 6 KB).
-// Every read decodes it, into a fresh copy: the handler's Event.Object,
-// predicates, map and index functions, query reads, and the objects of
-// Operator.CacheFor and CacheOfWatch. Decoding costs about 3 µs more than
-// the deep copy a read of a decoded cache makes (a Pod: 6 µs instead of 3),
-// and the decoded object is exactly what the client would have decoded
-// from the wire. Custom resources (JSON on the wire), unstructured objects
-// and WithMetadataOnly caches are never compacted. Opt out when a watch's
-// predicates, map or index functions run so often on so few objects that
-// the CPU matters more than the memory.
-func WithoutCompaction() WatchOption { return func(c *watchConfig) { c.keepDecoded = true } }
-
-// WithMetadataOnly caches only object metadata, for kinds where labels,
-// annotations and owners are all the handler needs (Secrets, ConfigMaps,
-// Pods in large clusters). Event.Object is then a
-// *metav1.PartialObjectMetadata and query reads of the kind go to the API
-// server.
+// WithMetadataOnly is for kinds of which labels, annotations and owner
+// references are all the handler needs, and of which a cluster holds many
+// or large objects (Secrets, ConfigMaps, Pods in large clusters; a
+// secondary watch that only wakes owners): the cache holds only their
+// metadata. Event.Object is then a *metav1.PartialObjectMetadata and query
+// reads of the kind go to the API server.
 func WithMetadataOnly() WatchOption { return func(c *watchConfig) { c.metadataOnly = true } }
 
 // WithOwnerOf turns this watch into a secondary watch: instead of being
@@ -160,6 +134,7 @@ func ownerOption(apiVersion, kind string, any bool) WatchOption {
 // read caches through query, never list the API server. It is called with
 // both the new and the old state of an update, and the union of the keys is
 // enqueued, so a target that no longer matches still hears of the change.
+// obj is a copy of its own, as every reader of the cache gets.
 type MapFunc func(ctx context.Context, obj runtime.Object) []string
 
 // WithMapTo turns this watch into a secondary watch whose events enqueue,
@@ -177,7 +152,8 @@ func WithMapTo(target string, fn MapFunc) WatchOption {
 }
 
 // IndexFunc returns the index values of an object, for WithIndex. Objects
-// that should not be indexed return none.
+// that should not be indexed return none. obj is a copy of its own, as
+// every reader of the cache gets.
 type IndexFunc func(obj runtime.Object) ([]string, error)
 
 // WithIndex adds an index named name to the cache of this watch's kind: fn

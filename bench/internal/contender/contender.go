@@ -52,23 +52,35 @@ const (
 	HandlerRealistic = "realistic"
 )
 
-// Variants of handlerkit's cache (the others have one).
+// Variants of a contender's defaults, for like-for-like rows.
 const (
-	// VariantDefault is each contender's default cache.
+	// VariantDefault is each contender's defaults. controller-runtime's
+	// include its priority queue (on by default since v0.23), which the
+	// contender pins on explicitly.
 	VariantDefault = ""
-	// VariantKeepManagedFields is handlerkit with sdk.WithManagedFields.
+	// VariantKeepManagedFields is handlerkit with sdk.WithManagedFields:
+	// like controller-runtime's default cache, it keeps managedFields.
 	VariantKeepManagedFields = "keep-managedfields"
-	// VariantMetadataOnly is handlerkit with sdk.WithMetadataOnly.
+	// VariantMetadataOnly is handlerkit with sdk.WithMetadataOnly, or
+	// controller-runtime with builder.OnlyMetadata.
 	VariantMetadataOnly = "metadata-only"
-	// VariantDecoded is handlerkit with sdk.WithoutCompaction: objects
-	// cached decoded, strings interned (its default cache before
-	// compaction).
-	VariantDecoded = "decoded"
-	// VariantNoInterning is handlerkit with sdk.WithoutCompaction and
-	// sdk.WithoutStringInterning: its default cache before strings were
-	// interned.
-	VariantNoInterning = "no-interning"
+	// VariantStripManagedFields is controller-runtime with
+	// cache.TransformStripManagedFields() as the cache's DefaultTransform:
+	// like handlerkit's default, it strips managedFields.
+	VariantStripManagedFields = "strip-managedfields"
+	// VariantFIFOQueue is controller-runtime with its priority queue off
+	// (controller.Options.UsePriorityQueue false): the plain rate-limited
+	// workqueue the other contenders use.
+	VariantFIFOQueue = "fifo-queue"
 )
+
+// variantsOf lists the variants each contender runs.
+var variantsOf = map[string][]string{
+	Handlerkit:        {VariantDefault, VariantKeepManagedFields, VariantMetadataOnly},
+	ControllerRuntime: {VariantDefault, VariantMetadataOnly, VariantStripManagedFields, VariantFIFOQueue},
+	Handwritten:       {VariantDefault},
+	RawWatch:          {VariantDefault},
+}
 
 // Spec says what one contender process runs.
 type Spec struct {
@@ -92,8 +104,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("contender: unknown handler %q", s.Handler)
 	case s.Handler == HandlerRealistic && (s.Kind != KindExporters || s.Contender == RawWatch):
 		return fmt.Errorf("contender: the realistic handler runs on exporters, in contenders that handle")
-	case s.Variant != VariantDefault && s.Contender != Handlerkit:
-		return fmt.Errorf("contender: variant %q is handlerkit's", s.Variant)
+	case !slices.Contains(variantsOf[s.Contender], s.Variant):
+		return fmt.Errorf("contender: %s has no variant %q", s.Contender, s.Variant)
 	case s.Variant == VariantMetadataOnly && s.Handler == HandlerRealistic:
 		return fmt.Errorf("contender: the realistic handler needs full objects")
 	case s.Namespace == "" || s.Objects <= 0 || s.Workers <= 0:

@@ -5,11 +5,14 @@ import (
 
 	"fmt"
 	"os"
+	"runtime/pprof"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -17,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -31,7 +35,12 @@ import (
 // managedFields kept, deep copies on read, protobuf for built-in kinds) and
 // one controller. Only what would bind ports or need a lease is off:
 // metrics, health probes and leader election. The cache is restricted to
-// the benchmark's namespace, as every other contender's watch is.
+// the benchmark's namespace, as every other contender's watch is. Its
+// priority queue, on by default, is pinned on (off in VariantFIFOQueue).
+// With the realistic handler the controller also Watches ConfigMaps
+// (mapped to no request), as handlerkit and the hand-written loop watch
+// them, so that their informer starts and syncs with the controller,
+// before the first Reconcile, instead of on the first Get.
 func runControllerRuntime(ctx context.Context, cfg *rest.Config, spec Spec, rec *probe.Recorder) error {
 	logger := logr.Discard()
 	if verbose() {
@@ -42,13 +51,17 @@ func runControllerRuntime(ctx context.Context, cfg *rest.Config, spec Spec, rec 
 	if err != nil {
 		return err
 	}
+	cacheOpts := cache.Options{DefaultNamespaces: map[string]cache.Config{spec.Namespace: {}}}
+	if spec.Variant == VariantStripManagedFields {
+		cacheOpts.DefaultTransform = cache.TransformStripManagedFields()
+	}
 	mgr, err := manager.New(cfg, manager.Options{
 		Scheme:                 scheme,
 		Logger:                 logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{spec.Namespace: {}}},
+		Cache:                  cacheOpts,
 	})
 	if err != nil {
 		return err
@@ -57,19 +70,60 @@ func runControllerRuntime(ctx context.Context, cfg *rest.Config, spec Spec, rec 
 	if spec.Kind == KindPods {
 		newObject = func() client.Object { return &corev1.Pod{} }
 	}
+	var forOpts []builder.ForOption
+	if spec.Variant == VariantMetadataOnly {
+		gvk := corev1.SchemeGroupVersion.WithKind("Pod")
+		if spec.Kind != KindPods {
+			gvk = jmxv1alpha1.SchemeGroupVersion.WithKind("PrometheusJmxExporter")
+		}
+		newObject = func() client.Object {
+			m := &metav1.PartialObjectMetadata{}
+			m.SetGroupVersionKind(gvk)
+			return m
+		}
+		forOpts = append(forOpts, builder.OnlyMetadata)
+	}
 	var r reconcile.Reconciler = crNoop{client: mgr.GetClient(), newObject: newObject, rec: rec}
 	if spec.Handler == HandlerRealistic {
 		r = crRealistic{client: mgr.GetClient(), rec: rec}
 	}
-	err = builder.ControllerManagedBy(mgr).
+	b := builder.ControllerManagedBy(mgr).
 		Named("bench").
-		For(newObject()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: spec.Workers, SkipNameValidation: ptr.To(true)}).
-		Complete(r)
+		For(newObject(), forOpts...).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: spec.Workers,
+			SkipNameValidation:      ptr.To(true),
+			UsePriorityQueue:        ptr.To(spec.Variant != VariantFIFOQueue),
+		})
+	if spec.Handler == HandlerRealistic {
+		b = b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return nil }))
+	}
+	err = b.Complete(r)
 	if err != nil {
 		return err
 	}
-	return mgr.Start(ctx)
+	err = mgr.Start(ctx)
+	if err != nil && strings.Contains(err.Error(), "grace period") {
+		// The runnables that overran are still running: record what they
+		// wait on, as evidence for the report.
+		err = fmt.Errorf("%w (goroutines at the overrun: %s)", err, dumpGoroutines())
+	}
+	return err
+}
+
+// dumpGoroutines writes the process's goroutines, grouped by stack, to a
+// file in the temporary directory and returns its name, or why it could
+// not.
+func dumpGoroutines() string {
+	f, err := os.CreateTemp("", "bench-controller-runtime-stop-*.txt")
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 1); err != nil {
+		return err.Error()
+	}
+	return f.Name()
 }
 
 // crNoop reads the object the request names from the cache, as every

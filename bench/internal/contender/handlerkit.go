@@ -62,10 +62,6 @@ func runHandlerkit(ctx context.Context, cfg *rest.Config, spec Spec, rec *probe.
 		opts = append(opts, sdk.WithManagedFields())
 	case VariantMetadataOnly:
 		opts = append(opts, sdk.WithMetadataOnly())
-	case VariantDecoded:
-		opts = append(opts, sdk.WithoutCompaction())
-	case VariantNoInterning:
-		opts = append(opts, sdk.WithoutCompaction(), sdk.WithoutStringInterning())
 	}
 	if spec.Kind == KindPods {
 		err = op.Watch("v1", "Pod", spec.Namespace, 0, opts...)
@@ -87,7 +83,7 @@ func runHandlerkit(ctx context.Context, cfg *rest.Config, spec Spec, rec *probe.
 	}
 	// The ConfigMaps are watched only so that query serves them from the
 	// cache; their events are dropped before they are queued.
-	dropAll := func(runtime.Object, sdk.Event) bool { return false }
+	dropAll := sdk.PredicateFunc(func(runtime.Object, sdk.Event) bool { return false })
 	if err := op.Watch("v1", "ConfigMap", spec.Namespace, 0, sdk.WithPredicate(dropAll)); err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Memory is what one process holds.
@@ -23,16 +25,25 @@ type Memory struct {
 	// PeakRSS is VmHWM, the highest RSS the process ever had (the initial
 	// list is usually the peak).
 	PeakRSS uint64 `json:"peakRSS"`
+	// CPUSeconds is the user and system CPU time the process used until
+	// then (getrusage), before the collection ReadMemory forces: what
+	// starting and syncing the cache cost.
+	CPUSeconds float64 `json:"cpuSeconds"`
 }
 
 // ReadMemory collects garbage, returns free pages to the OS and reads the
 // heap and RSS of the calling process.
 func ReadMemory() (Memory, error) {
+	var cpu float64
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
 	runtime.GC()
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	m := Memory{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc}
+	m := Memory{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, CPUSeconds: cpu}
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return m, fmt.Errorf("probe: read RSS: %w", err)

@@ -24,7 +24,10 @@ func Markdown(res *suite.Results) string {
 		apiLoad(&b, t, cfg)
 	}
 	if slices.Contains(cfg.Scenarios, suite.ScenarioSteady) {
-		steady(&b, t, cfg)
+		steady(&b, t, cfg, suite.ScenarioSteady, number(float64(cfg.Objects), 0)+" exporters (a custom resource)")
+	}
+	if slices.Contains(cfg.Scenarios, suite.ScenarioPods) {
+		steady(&b, t, cfg, suite.ScenarioPods, number(float64(cfg.Pods), 0)+" Pods (a built-in kind; no-op handler that reads the Pod)")
 	}
 	if slices.Contains(cfg.Scenarios, suite.ScenarioMemory) {
 		memory(&b, t, cfg)
@@ -58,7 +61,7 @@ func throughput(b *strings.Builder, t table, cfg suite.Config, scenario, title s
 	fmt.Fprintf(b, "### Throughput, %s: events/s until all %s objects are handled\n\n", title, number(float64(cfg.Churn()), 0))
 	var out [][]string
 	for _, row := range rows {
-		line := []string{row.Contender, workers(row)}
+		line := []string{contenderLabel(row), workers(row)}
 		for _, figs := range [][2]string{{suite.FigCreate, suite.FigCreateLag}, {suite.FigUpdate, suite.FigUpdateLag}} {
 			k := key{scenario, figs[0], "", row}
 			lag := key{scenario, figs[1], "", row}
@@ -82,7 +85,7 @@ func apiLoad(b *strings.Builder, t table, cfg suite.Config) {
 		number(float64(cfg.Churn()), 0), number(float64(cfg.Churn()), 0))
 	var out [][]string
 	for _, row := range rows {
-		line := []string{row.Contender, workers(row)}
+		line := []string{contenderLabel(row), workers(row)}
 		for _, class := range classes {
 			line = append(line, cell(spreadOf(t.valuesOrZero(key{suite.ScenarioRealistic, suite.FigRequests, class, row})), 0))
 		}
@@ -97,39 +100,39 @@ func apiLoad(b *strings.Builder, t table, cfg suite.Config) {
 		"retried with backoff.\n\n")
 }
 
-func steady(b *strings.Builder, t table, cfg suite.Config) {
-	rows := suite.Rows(suite.ScenarioSteady, cfg)
-	fmt.Fprintf(b, "### Latency: update sent → handler call, %d updates/s for %s over %s objects\n\n",
-		cfg.LatencyRate, cfg.LatencyDuration, number(float64(cfg.Objects), 0))
+func steady(b *strings.Builder, t table, cfg suite.Config, scenario, objects string) {
+	rows := suite.Rows(scenario, cfg)
+	fmt.Fprintf(b, "### Latency: update sent → handler call, %d updates/s for %s over %s\n\n",
+		cfg.LatencyRate, cfg.LatencyDuration, objects)
 	var out [][]string
 	for _, row := range rows {
-		line := []string{row.Contender, handlerOf(row)}
+		line := []string{contenderLabel(row), handlerOf(row)}
 		for _, fig := range []string{suite.FigLatencyP50, suite.FigLatencyP99} {
-			k := key{suite.ScenarioSteady, fig, "", row}
+			k := key{scenario, fig, "", row}
 			line = append(line, cell(spreadOf(scaled(t.values(k), 1000)), 1), ratioCell(spreadOf(t.ratios(k, rows, false))))
 		}
-		line = append(line, cell(spreadOf(t.values(key{suite.ScenarioSteady, suite.FigLatencyRate, "", row})), 0))
+		line = append(line, cell(spreadOf(t.values(key{scenario, suite.FigLatencyRate, "", row})), 0))
 		out = append(out, line)
 	}
 	markdownTable(b, []string{"Contender", "Handler", "p50 ms", "× best", "p99 ms", "× best", "updates/s sent"}, out)
 
-	b.WriteString("### Requests per handler call in steady state (during the latency run)\n\n")
+	fmt.Fprintf(b, "### Requests per handler call in steady state (during the latency run over %s)\n\n", objects)
 	out = nil
 	for _, row := range rows {
-		line := []string{row.Contender}
+		line := []string{contenderLabel(row)}
 		for _, class := range []string{probe.ClassGet, probe.ClassList, probe.ClassWatch, probe.ClassWrite} {
-			line = append(line, cell(spreadOf(t.valuesOrZero(key{suite.ScenarioSteady, suite.FigSteadyPerCall, class, row})), 3))
+			line = append(line, cell(spreadOf(t.valuesOrZero(key{scenario, suite.FigSteadyPerCall, class, row})), 3))
 		}
 		out = append(out, line)
 	}
 	markdownTable(b, []string{"Contender", "live GETs / call", "LISTs / call", "WATCHes / call", "writes / call"}, out)
 
-	fmt.Fprintf(b, "### Startup with %s objects present (from the contender's start; process start excluded)\n\n", number(float64(cfg.Objects), 0))
+	fmt.Fprintf(b, "### Startup with %s present (from the contender's start; process start excluded)\n\n", objects)
 	out = nil
 	for _, row := range rows {
-		line := []string{row.Contender}
+		line := []string{contenderLabel(row)}
 		for _, fig := range []string{suite.FigStartFirst, suite.FigStartAll} {
-			k := key{suite.ScenarioSteady, fig, "", row}
+			k := key{scenario, fig, "", row}
 			line = append(line, cell(spreadOf(t.values(k)), 2), ratioCell(spreadOf(t.ratios(k, rows, false))))
 		}
 		out = append(out, line)
@@ -159,12 +162,47 @@ func memory(b *strings.Builder, t table, cfg suite.Config) {
 			line = append(line, cell(spreadOf(scaled(t.values(k), mib)), 1), ratio)
 		}
 		line = append(line, cell(spreadOf(scaled(t.values(key{suite.ScenarioMemory, suite.FigPeakRSS, "", row}), mib)), 1))
+		line = append(line, cell(spreadOf(t.values(key{suite.ScenarioMemory, suite.FigCPU, "", row})), 2))
 		out = append(out, line)
 	}
-	markdownTable(b, []string{"Contender (cache)", "heap in use", "× best", "live heap", "× best", "RSS", "× best", "peak RSS"}, out)
+	markdownTable(b, []string{"Contender (cache)", "heap in use", "× best", "live heap", "× best", "RSS", "× best", "peak RSS", "CPU s"}, out)
 	b.WriteString("Read after the contender handled every Pod, a full GC and returning free memory to the OS: " +
 		"`heap in use` is runtime.MemStats.HeapInuse (spans holding objects, fragmentation included), `live heap` is HeapAlloc, " +
-		"`RSS` is VmRSS and `peak RSS` VmHWM (usually reached while the initial list is decoded).\n\n")
+		"`RSS` is VmRSS and `peak RSS` VmHWM (usually reached while the initial list is decoded); " +
+		"`CPU s` is the process's user and system CPU time from its start to that point (getrusage): what syncing the cache cost.\n\n")
+	likeForLike(b, t)
+}
+
+// memoryPairs are the like-for-like memory comparisons: handlerkit and
+// controller-runtime holding the same information.
+var memoryPairs = []struct {
+	what   string
+	hk, cr suite.Row
+}{
+	{"managedFields kept: handlerkit WithManagedFields / controller-runtime default",
+		suite.Row{Contender: contender.Handlerkit, Variant: contender.VariantKeepManagedFields, Workers: 1, Handler: contender.HandlerNoop},
+		suite.Row{Contender: contender.ControllerRuntime, Workers: 1, Handler: contender.HandlerNoop}},
+	{"managedFields stripped: handlerkit default / controller-runtime TransformStripManagedFields",
+		suite.Row{Contender: contender.Handlerkit, Workers: 1, Handler: contender.HandlerNoop},
+		suite.Row{Contender: contender.ControllerRuntime, Variant: contender.VariantStripManagedFields, Workers: 1, Handler: contender.HandlerNoop}},
+	{"metadata only: handlerkit WithMetadataOnly / controller-runtime OnlyMetadata",
+		suite.Row{Contender: contender.Handlerkit, Variant: contender.VariantMetadataOnly, Workers: 1, Handler: contender.HandlerNoop},
+		suite.Row{Contender: contender.ControllerRuntime, Variant: contender.VariantMetadataOnly, Workers: 1, Handler: contender.HandlerNoop}},
+}
+
+// likeForLike prints handlerkit's memory and CPU over controller-runtime's,
+// per run, for caches that hold the same information.
+func likeForLike(b *strings.Builder, t table) {
+	b.WriteString("### Memory, like for like (handlerkit's figure over controller-runtime's, per run)\n\n")
+	var out [][]string
+	for _, p := range memoryPairs {
+		line := []string{p.what}
+		for _, fig := range []string{suite.FigHeapLive, suite.FigHeap, suite.FigRSS, suite.FigCPU} {
+			line = append(line, ratioCell(spreadOf(t.pairRatios(key{suite.ScenarioMemory, fig, "", p.hk}, key{suite.ScenarioMemory, fig, "", p.cr}))))
+		}
+		out = append(out, line)
+	}
+	markdownTable(b, []string{"Caches compared", "live heap", "heap in use", "RSS", "CPU time"}, out)
 }
 
 func workers(r suite.Row) string {
@@ -181,22 +219,31 @@ func handlerOf(r suite.Row) string {
 	return r.Handler + fmt.Sprintf(", %d workers", r.Workers)
 }
 
+// contenderLabel names the row's contender and, when it is not the
+// default, its variant.
+func contenderLabel(r suite.Row) string {
+	if r.Variant == contender.VariantDefault {
+		return r.Contender
+	}
+	return r.Contender + " (" + r.Variant + ")"
+}
+
 func cacheLabel(r suite.Row) string {
 	switch {
 	case r.Contender == contender.RawWatch:
 		return "raw watch (caches nothing)"
-	case r.Variant == contender.VariantKeepManagedFields:
+	case r.Contender == contender.Handlerkit && r.Variant == contender.VariantKeepManagedFields:
 		return "handlerkit, WithManagedFields"
-	case r.Variant == contender.VariantMetadataOnly:
+	case r.Contender == contender.Handlerkit && r.Variant == contender.VariantMetadataOnly:
 		return "handlerkit, WithMetadataOnly"
-	case r.Variant == contender.VariantDecoded:
-		return "handlerkit, WithoutCompaction (decoded; managedFields stripped, strings interned)"
-	case r.Variant == contender.VariantNoInterning:
-		return "handlerkit, WithoutCompaction, WithoutStringInterning (decoded; managedFields stripped)"
 	case r.Contender == contender.Handlerkit:
-		return "handlerkit default (compact; managedFields stripped, strings interned)"
+		return "handlerkit default (compact; managedFields stripped)"
+	case r.Contender == contender.ControllerRuntime && r.Variant == contender.VariantStripManagedFields:
+		return "controller-runtime, TransformStripManagedFields (full objects, managedFields stripped)"
+	case r.Contender == contender.ControllerRuntime && r.Variant == contender.VariantMetadataOnly:
+		return "controller-runtime, OnlyMetadata"
 	case r.Contender == contender.ControllerRuntime:
-		return "controller-runtime default (full objects, protobuf)"
+		return "controller-runtime default (full objects, managedFields kept)"
 	default:
 		return "handwritten (full objects)"
 	}

@@ -18,13 +18,18 @@ const (
 	// then updates them at LatencyRate for LatencyDuration (latency and
 	// requests per event in steady state).
 	ScenarioSteady = "steady"
+	// ScenarioPods starts each contender, with a no-op handler that reads
+	// the object, on Pods Pods (startup), then updates their annotations at
+	// LatencyRate for LatencyDuration (latency): a built-in kind, which
+	// handlerkit caches compact and decodes on every read.
+	ScenarioPods = "pods"
 	// ScenarioMemory syncs Pods Pods into each contender's cache and reads
 	// its heap and RSS.
 	ScenarioMemory = "memory"
 )
 
 // AllScenarios lists every scenario in run order.
-var AllScenarios = []string{ScenarioThroughput, ScenarioRealistic, ScenarioSteady, ScenarioMemory}
+var AllScenarios = []string{ScenarioThroughput, ScenarioRealistic, ScenarioSteady, ScenarioPods, ScenarioMemory}
 
 // Config sizes the benchmark.
 type Config struct {

@@ -24,6 +24,7 @@ const (
 	FigHeapLive      = "heap-live"       // bytes of live heap objects after sync (HeapAlloc)
 	FigRSS           = "rss"             // bytes resident after sync
 	FigPeakRSS       = "peak-rss"        // highest bytes resident
+	FigCPU           = "cpu"             // CPU seconds (user + system) the process used until it read its memory
 )
 
 // Row names what was measured: a contender, its cache variant, its worker

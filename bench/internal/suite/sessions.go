@@ -8,6 +8,7 @@ import (
 
 	"github.com/handlerkit/handlerkit/bench/internal/contender"
 	"github.com/handlerkit/handlerkit/bench/internal/session"
+	"github.com/handlerkit/handlerkit/bench/internal/workload"
 )
 
 // Rows lists the rows a scenario runs, each in a process of its own.
@@ -27,22 +28,35 @@ func Rows(scenario string, cfg Config) []Row {
 		workers(contender.HandlerNoop, cfg.Workers, contender.Handwritten, contender.Handlerkit, contender.ControllerRuntime)
 	case ScenarioRealistic:
 		workers(contender.HandlerRealistic, cfg.RealWorkers, contender.Handwritten, contender.Handlerkit, contender.ControllerRuntime)
+		// controller-runtime with its priority queue off too.
+		for _, w := range cfg.RealWorkers {
+			rows = append(rows, Row{Contender: contender.ControllerRuntime, Variant: contender.VariantFIFOQueue, Workers: w, Handler: contender.HandlerRealistic})
+		}
 	case ScenarioSteady:
 		rows = append(rows, Row{Contender: contender.RawWatch, Handler: contender.HandlerNoop})
 		for _, c := range []string{contender.Handwritten, contender.Handlerkit, contender.ControllerRuntime} {
 			rows = append(rows, Row{Contender: c, Workers: most, Handler: contender.HandlerRealistic})
 		}
+		rows = append(rows, Row{Contender: contender.ControllerRuntime, Variant: contender.VariantFIFOQueue, Workers: most, Handler: contender.HandlerRealistic})
+	case ScenarioPods:
+		rows = append(rows, Row{Contender: contender.RawWatch, Handler: contender.HandlerNoop})
+		for _, c := range []string{contender.Handwritten, contender.Handlerkit, contender.ControllerRuntime} {
+			rows = append(rows, Row{Contender: c, Workers: 1, Handler: contender.HandlerNoop})
+		}
+		rows = append(rows, Row{Contender: contender.ControllerRuntime, Variant: contender.VariantFIFOQueue, Workers: 1, Handler: contender.HandlerNoop})
 	case ScenarioMemory:
-		// Each contender's defaults: one worker, its default cache.
+		// Each contender's defaults (one worker, its default cache), and
+		// like for like: managedFields kept by both, stripped by both,
+		// metadata only in both.
 		rows = []Row{
 			{Contender: contender.RawWatch, Handler: contender.HandlerNoop},
 			{Contender: contender.Handwritten, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.Handlerkit, Workers: 1, Handler: contender.HandlerNoop},
-			{Contender: contender.Handlerkit, Variant: contender.VariantDecoded, Workers: 1, Handler: contender.HandlerNoop},
-			{Contender: contender.Handlerkit, Variant: contender.VariantNoInterning, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.Handlerkit, Variant: contender.VariantKeepManagedFields, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.Handlerkit, Variant: contender.VariantMetadataOnly, Workers: 1, Handler: contender.HandlerNoop},
 			{Contender: contender.ControllerRuntime, Workers: 1, Handler: contender.HandlerNoop},
+			{Contender: contender.ControllerRuntime, Variant: contender.VariantStripManagedFields, Workers: 1, Handler: contender.HandlerNoop},
+			{Contender: contender.ControllerRuntime, Variant: contender.VariantMetadataOnly, Workers: 1, Handler: contender.HandlerNoop},
 		}
 	}
 	return rows
@@ -55,6 +69,8 @@ func (r *runner) session(ctx context.Context, scenario string, run int, row Row)
 		return r.churn(ctx, scenario, run, row)
 	case ScenarioSteady:
 		return r.steady(ctx, run, row)
+	case ScenarioPods:
+		return r.steadyPods(ctx, run, row)
 	case ScenarioMemory:
 		return r.memory(ctx, run, row)
 	}
@@ -143,11 +159,23 @@ func (r *runner) churn(ctx context.Context, scenario string, run int, row Row) e
 // steady starts the contender on the prepared exporters (startup), then
 // sends updates at a steady rate (latency, requests per call).
 func (r *runner) steady(ctx context.Context, run int, row Row) error {
-	n := r.cfg.Objects
 	if err := r.writer.SettleStatuses(ctx, r.steadyNS); err != nil {
 		return err
 	}
-	child, err := session.Start(r.spec(row, contender.KindExporters, r.steadyNS, n))
+	return r.startupAndLatency(ctx, ScenarioSteady, run, row, contender.KindExporters, r.steadyNS, r.cfg.Objects, r.writer.SteadyUpdates)
+}
+
+// steadyPods is steady on the prepared Pods, with annotation updates.
+func (r *runner) steadyPods(ctx context.Context, run int, row Row) error {
+	return r.startupAndLatency(ctx, ScenarioPods, run, row, contender.KindPods, r.podLoadNS, r.cfg.Pods, r.writer.SteadyPodUpdates)
+}
+
+// startupAndLatency starts the contender on the n objects of kind in ns
+// (startup), then sends updates at a steady rate (latency, requests per
+// call).
+func (r *runner) startupAndLatency(ctx context.Context, scenario string, run int, row Row, kind, ns string, n int,
+	updates func(ctx context.Context, ns string, n, rate int, d time.Duration) (workload.SteadyResult, error)) error {
+	child, err := session.Start(r.spec(row, kind, ns, n))
 	if err != nil {
 		return err
 	}
@@ -169,7 +197,7 @@ func (r *runner) steady(ctx context.Context, run int, row Row) error {
 	if err != nil {
 		return err
 	}
-	sent, err := r.writer.SteadyUpdates(ctx, r.steadyNS, n, r.cfg.LatencyRate, r.cfg.LatencyDuration)
+	sent, err := updates(ctx, ns, n, r.cfg.LatencyRate, r.cfg.LatencyDuration)
 	if err != nil {
 		return err
 	}
@@ -178,22 +206,22 @@ func (r *runner) steady(ctx context.Context, run int, row Row) error {
 	if err != nil {
 		return err
 	}
-	final, err := r.stop(ctx, child, run, ScenarioSteady, row)
+	final, err := r.stop(ctx, child, run, scenario, row)
 	if err != nil {
 		return err
 	}
 	res := r.results
-	res.add(ScenarioSteady, FigStartFirst, row, run, seconds(first.At-started.At))
-	res.add(ScenarioSteady, FigStartAll, row, run, seconds(all.At-started.At))
-	res.add(ScenarioSteady, FigLatencyRate, row, run, float64(sent.Sent)/sent.Elapsed.Seconds())
+	res.add(scenario, FigStartFirst, row, run, seconds(first.At-started.At))
+	res.add(scenario, FigStartAll, row, run, seconds(all.At-started.At))
+	res.add(scenario, FigLatencyRate, row, run, float64(sent.Sent)/sent.Elapsed.Seconds())
 	if len(final.LatencyNs) > 0 {
-		res.add(ScenarioSteady, FigLatencyP50, row, run, seconds(percentile(final.LatencyNs, 50)))
-		res.add(ScenarioSteady, FigLatencyP99, row, run, seconds(percentile(final.LatencyNs, 99)))
+		res.add(scenario, FigLatencyP50, row, run, seconds(percentile(final.LatencyNs, 50)))
+		res.add(scenario, FigLatencyP99, row, run, seconds(percentile(final.LatencyNs, 99)))
 	}
 	calls := after.Calls - before.Calls
 	for class, count := range after.Requests {
 		if calls > 0 {
-			res.addClass(ScenarioSteady, FigSteadyPerCall, class, row, run, float64(count-before.Requests[class])/float64(calls))
+			res.addClass(scenario, FigSteadyPerCall, class, row, run, float64(count-before.Requests[class])/float64(calls))
 		}
 	}
 	return nil
@@ -222,6 +250,7 @@ func (r *runner) memory(ctx context.Context, run int, row Row) error {
 	r.results.add(ScenarioMemory, FigHeapLive, row, run, float64(m.Memory.HeapAlloc))
 	r.results.add(ScenarioMemory, FigRSS, row, run, float64(m.Memory.RSS))
 	r.results.add(ScenarioMemory, FigPeakRSS, row, run, float64(m.Memory.PeakRSS))
+	r.results.add(ScenarioMemory, FigCPU, row, run, m.Memory.CPUSeconds)
 	return nil
 }
 

@@ -73,7 +73,8 @@ type runner struct {
 	kubeconfig string
 	writer     workload.Writer
 	steadyNS   string // Objects exporters with settled statuses
-	podsNS     string // Pods Pods
+	podsNS     string // Pods Pods, for the memory scenario
+	podLoadNS  string // Pods Pods, for the pods scenario, which annotates them
 }
 
 // prepare installs the CRD and creates the workloads that sessions share.
@@ -114,6 +115,16 @@ func (r *runner) prepare(ctx context.Context, env *testenv.Environment) error {
 			return err
 		}
 		r.progress("prepared %d pods in %s (%.1fs)", r.cfg.Pods, r.podsNS, time.Since(start).Seconds())
+	}
+	if r.cfg.has(ScenarioPods) {
+		start := time.Now()
+		if r.podLoadNS, err = r.writer.Namespace(ctx, "bench-podload-"); err != nil {
+			return err
+		}
+		if err := r.writer.CreatePods(ctx, r.podLoadNS, r.cfg.Pods); err != nil {
+			return err
+		}
+		r.progress("prepared %d pods in %s (%.1fs)", r.cfg.Pods, r.podLoadNS, time.Since(start).Seconds())
 	}
 	return nil
 }

@@ -26,6 +26,40 @@ type SteadyResult struct {
 // stamps the send time in probe.StampAnnotation. An update is sent on every
 // tick whether or not the previous ones have returned, up to maxInFlight.
 func (w Writer) SteadyUpdates(ctx context.Context, ns string, n, rate int, d time.Duration) (SteadyResult, error) {
+	return w.steady(ctx, n, rate, d, func(ctx context.Context, i int, now int64) error {
+		name := ExporterName(i % n)
+		// A port derived from the clock changes the spec (and the
+		// generation) on every update, in every session.
+		port := 1024 + (now/1000)%64000
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}},"spec":{"port":%d}}`, probe.StampAnnotation, strconv.FormatInt(now, 10), port)
+		_, err := w.JMX.JmxV1alpha1().PrometheusJmxExporters(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "bench-writer"})
+		if err != nil {
+			return fmt.Errorf("workload: steady update of %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// SteadyPodUpdates updates Pods of ns round-robin at rate updates per
+// second for d, as SteadyUpdates does exporters: each update stamps the
+// send time in probe.StampAnnotation (a Pod's spec is mostly immutable, so
+// only its metadata changes, as when a controller labels or annotates it).
+func (w Writer) SteadyPodUpdates(ctx context.Context, ns string, n, rate int, d time.Duration) (SteadyResult, error) {
+	return w.steady(ctx, n, rate, d, func(ctx context.Context, i int, now int64) error {
+		name := PodName(i % n)
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, probe.StampAnnotation, strconv.FormatInt(now, 10))
+		_, err := w.Kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "bench-writer"})
+		if err != nil {
+			return fmt.Errorf("workload: steady update of pod %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// steady calls update(i, now) for i = 0, 1, ... at rate per second for d:
+// on every tick whether or not the previous ones have returned, up to
+// maxInFlight.
+func (w Writer) steady(ctx context.Context, n, rate int, d time.Duration, update func(ctx context.Context, i int, now int64) error) (SteadyResult, error) {
 	const maxInFlight = 256
 	var (
 		res      SteadyResult
@@ -50,17 +84,9 @@ func (w Writer) SteadyUpdates(ctx context.Context, ns string, n, rate int, d tim
 			continue
 		}
 		res.Sent++
-		name := ExporterName(i % n)
 		wg.Go(func() {
 			defer func() { <-sem }()
-			now := time.Now().UnixNano()
-			// A port derived from the clock changes the spec (and the
-			// generation) on every update, in every session.
-			port := 1024 + (now/1000)%64000
-			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}},"spec":{"port":%d}}`, probe.StampAnnotation, strconv.FormatInt(now, 10), port)
-			_, err := w.JMX.JmxV1alpha1().PrometheusJmxExporters(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "bench-writer"})
-			if err != nil {
-				err = fmt.Errorf("workload: steady update of %s: %w", name, err)
+			if err := update(ctx, i, time.Now().UnixNano()); err != nil {
 				firstErr.CompareAndSwap(nil, &err)
 			}
 		})

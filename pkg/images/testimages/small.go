@@ -1,11 +1,14 @@
 package testimages
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -79,7 +82,13 @@ func OperatorBinary() Binary {
 // BuildAgent writes the agent image (AgentRef) into dir: the given static
 // binaries plus agentJar at AgentJarPath. Its entrypoint is jmx-attach.
 // agentJar is the project's agent (jvmtest.AgentJar, as in the production
-// image); a test may pass another jar, such as jvmtest's test agent.
+// image); a test may pass another jar, such as jvmtest's test agent. It
+// works from any module that requires handlerkit: handlerkit's own commands
+// (DefaultAgentBinaries, OperatorBinary) are built in handlerkit's module,
+// where the go tool of the current directory finds it (a replace
+// directive's directory, or the module cache); binaries of other modules are
+// built in the current directory, which must be inside a module that
+// requires them.
 func BuildAgent(ctx context.Context, dir, agentJar string, bins []Binary) (Archive, error) {
 	if agentJar == "" {
 		return Archive{}, fmt.Errorf("testimages: agent image needs an agent jar")
@@ -92,7 +101,7 @@ func BuildAgent(ctx context.Context, dir, agentJar string, bins []Binary) (Archi
 		return Archive{}, err
 	}
 	defer os.RemoveAll(tmp)
-	files, err := buildBinaries(ctx, tmp, bins)
+	files, err := buildAgentBinaries(ctx, tmp, bins)
 	if err != nil {
 		return Archive{}, err
 	}
@@ -107,4 +116,69 @@ func BuildAgent(ctx context.Context, dir, agentJar string, bins []Binary) (Archi
 		Entrypoint: []string{JMXAttachPath},
 		Labels:     map[string]string{"org.opencontainers.image.source": "https://github.com/handlerkit/handlerkit"},
 	})
+}
+
+// buildAgentBinaries builds each binary into tmp and returns the files for
+// a layer: handlerkit's own packages in handlerkit's module directory,
+// others in the current directory.
+func buildAgentBinaries(ctx context.Context, tmp string, bins []Binary) ([]images.File, error) {
+	var (
+		files  []images.File
+		ownDir string
+	)
+	for i, b := range bins {
+		if b.Package == "" || !strings.HasPrefix(b.Path, "/") {
+			return nil, fmt.Errorf("testimages: binary %d needs a package and an absolute path, got %+v", i, b)
+		}
+		out := filepath.Join(tmp, fmt.Sprintf("bin-%d", i))
+		dir := "" // the current directory
+		if b.Package == modulePath || strings.HasPrefix(b.Package, modulePath+"/") {
+			if ownDir == "" {
+				var err error
+				if ownDir, err = handlerkitModuleDir(ctx); err != nil {
+					return nil, err
+				}
+			}
+			dir = ownDir
+		}
+		if err := goBuildIn(ctx, dir, b.Package, out); err != nil {
+			return nil, err
+		}
+		files = append(files, images.File{Path: b.Path, Source: out, Mode: 0o755})
+	}
+	return files, nil
+}
+
+// handlerkitModuleDir returns the directory of handlerkit's module source as
+// the go tool of the current directory resolves it: this module itself, a
+// replace directive's directory, or the module cache.
+func handlerkitModuleDir(ctx context.Context) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", modulePath)
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	dir := strings.TrimSpace(string(out))
+	if err != nil || dir == "" {
+		return "", fmt.Errorf("testimages: find the source of %s from the current directory (is it inside a module that requires it?): go list -m: %v\n%s",
+			modulePath, err, stderr.String())
+	}
+	return dir, nil
+}
+
+// goBuildIn builds the main package pkg static (CGO_ENABLED=0, trimmed)
+// into out, running the go tool in dir, with dir's go.mod and go.sum as
+// they are, or in the current directory, as the caller set it up, when dir
+// is "".
+func goBuildIn(ctx context.Context, dir, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if dir != "" {
+		cmd.Dir = dir
+		cmd.Env = append(cmd.Env, "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false")
+	}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("testimages: go build %s in %s: %w\n%s", pkg, cmp.Or(dir, "the current directory"), err, b)
+	}
+	return nil
 }

@@ -439,9 +439,9 @@ func newItem(list runtime.Object) (runtime.Object, error) {
 	return item, nil
 }
 
-// copyInto replaces dst's content with a copy of the cached object src,
-// decoding src when the cache keeps it compact; the decoded object is
-// already a copy of its own, so it is not copied again.
+// copyInto replaces dst's content with a copy of the cached object src
+// (compact.Expand's copy, which is not copied again when dst has its
+// type).
 func copyInto(dst, src runtime.Object) error {
 	obj, fresh, err := compact.Expand(src)
 	if err != nil {

@@ -11,7 +11,11 @@
 // k8s.io/api, whose typed clients already read them as protobuf, so a
 // decoded Object is exactly what the client would have decoded from the
 // wire. Custom resources (JSON on the wire), unstructured objects and
-// metadata-only objects are cached as they are.
+// metadata-only objects are cached decoded, wrapped in a Decoded.
+//
+// Object and Decoded are the only forms a cache entry takes, and Expand
+// is the only way from an entry to a reader: it returns a copy the reader
+// owns, whatever the form.
 package compact
 
 import (
@@ -136,14 +140,18 @@ func (o *Object) DeepCopyObject() runtime.Object {
 	return &Object{TypeMeta: o.TypeMeta, ObjectMeta: *o.ObjectMeta.DeepCopy(), layout: o.layout, data: o.data}
 }
 
-// Expand returns obj decoded when it is an Object, and whether the result
-// is a fresh copy the caller owns; any other value is returned as it is,
-// with false. A value that is not a runtime.Object returns nil.
+// Expand returns a cache entry as a copy the caller owns, and true: an
+// Object decoded, a Decoded's object deep-copied. So every reader of the
+// cache gets its own copy, whatever the representation. Any other value is
+// returned as it is, with false. A value that is not a runtime.Object
+// returns nil.
 func Expand(obj any) (runtime.Object, bool, error) {
 	switch o := obj.(type) {
 	case *Object:
 		d, err := o.Decode()
 		return d, err == nil, err
+	case *Decoded:
+		return o.obj.DeepCopyObject(), true, nil
 	case runtime.Object:
 		return o, false, nil
 	}

@@ -26,7 +26,7 @@ import (
 // is how the clients of built-in kinds read them.
 func fromFile(t testing.TB, name string, into runtime.Object) runtime.Object {
 	t.Helper()
-	data, err := os.ReadFile("../intern/testdata/" + name)
+	data, err := os.ReadFile("testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// View is a cache.Indexer whose reads return compact objects decoded, each
-// read a fresh copy, and other objects as the cache holds them. Writes and
-// key-only reads go to the cache unchanged.
+// View is a cache.Indexer whose reads return every cache entry as a copy
+// of the reader's own (Expand): an Object decoded, a Decoded deep-copied.
+// Writes and key-only reads go to the cache unchanged.
 type View struct {
 	cache.Indexer
 }
@@ -71,11 +71,7 @@ func expandOne(obj any, exists bool, err error) (any, bool, error) {
 	if err != nil || !exists {
 		return obj, exists, err
 	}
-	c, ok := obj.(*Object)
-	if !ok {
-		return obj, exists, nil
-	}
-	d, err := c.Decode()
+	d, _, err := Expand(obj)
 	if err != nil {
 		return nil, false, err
 	}
@@ -87,16 +83,15 @@ func expandOne(obj any, exists bool, err error) (any, bool, error) {
 func expandAll(objs []any, firstErr *error) []any {
 	out := make([]any, 0, len(objs))
 	for _, obj := range objs {
-		c, ok := obj.(*Object)
-		if !ok {
-			out = append(out, obj)
-			continue
-		}
-		d, err := c.Decode()
+		d, _, err := Expand(obj)
 		if err != nil {
 			if firstErr != nil && *firstErr == nil {
 				*firstErr = err
 			}
+			continue
+		}
+		if d == nil {
+			out = append(out, obj)
 			continue
 		}
 		out = append(out, d)
