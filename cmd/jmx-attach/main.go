@@ -125,7 +125,7 @@ Flags:
   --min-memory-headroom SIZE
                         the room the JVM's container must have under its memory limit (cgroup v2 or v1; limit
                         minus usage, reclaimable file cache not counted), or the JVM is refused with
-                        insufficient-memory before any signal; 0 disables the check (default 32Mi)
+                        insufficient-memory before any signal; 0 disables the check (default 40Mi)
   --reload-timeout D    a JVM injected before with another config is given the new one, as reconfigure does;
                         wait this long for the agent's verdict on it (default 15s)
   --target-dir DIR      directory in the JVM's filesystem in which each injection creates its own directory
@@ -434,7 +434,7 @@ func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		attachTO    = fs.Duration("attach-timeout", jvm.DefaultAttachTimeout, "")
 		httpTO      = fs.Duration("http-timeout", jvm.DefaultHTTPTimeout, "")
 		reloadTO    = fs.Duration("reload-timeout", jvm.DefaultReloadTimeout, "")
-		headroom    = fs.String("min-memory-headroom", "32Mi", "")
+		headroom    = fs.String("min-memory-headroom", "40Mi", "")
 		targetDir   = fs.String("target-dir", jvm.DefaultTargetDir, "")
 		termination = fs.String("termination-log", defaultTerminationLog, "")
 		extraKeys   = fs.String("extra-config-keys", "", "")

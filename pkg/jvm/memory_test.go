@@ -75,7 +75,7 @@ func TestCgroupRelMatchesOnlyItsOwnHierarchy(t *testing.T) {
 
 // TestInsufficientMemoryIsRefusedUntouched moves a JVM into a memory cgroup of its own, with a limit 64 MiB above
 // its usage, as jmx-attach on the node sees it: asked for 1 GiB of room, the injection is refused with
-// insufficient-memory and the figures, before any signal; with the default 32 MiB, the same JVM is injected.
+// insufficient-memory and the figures, before any signal; with the default 40 MiB, the same JVM is injected.
 func TestInsufficientMemoryIsRefusedUntouched(t *testing.T) {
 	t.Parallel()
 	needJava(t)

@@ -96,6 +96,9 @@ const (
 	// ReasonInsufficientMemory: the JVM's container has a memory limit that leaves less room than the agent
 	// needs; the message gives the figures. Nothing was signalled.
 	ReasonInsufficientMemory Reason = "insufficient-memory"
+	// ReasonJVMUnsupported: the agent refused to start because the JVM lacks a module it needs (jdk.httpserver
+	// or java.management, as in a jlink-trimmed runtime); the message names it. The JVM is left as it was.
+	ReasonJVMUnsupported Reason = "jvm-unsupported"
 	// ReasonInternal: any other failure.
 	ReasonInternal Reason = "internal"
 )

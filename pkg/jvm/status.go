@@ -117,7 +117,8 @@ func readAgentStatus(dirfd int, dir string, uid int) (st AgentStatus, found bool
 func refusalError(pid int, st AgentStatus) error {
 	reason := Reason(st.Reason)
 	switch reason {
-	case ReasonConfigInvalid, ReasonAgentAlreadyPresent, ReasonPortInUse, ReasonPortNotPermitted, ReasonInternal:
+	case ReasonConfigInvalid, ReasonAgentAlreadyPresent, ReasonPortInUse, ReasonPortNotPermitted, ReasonJVMUnsupported,
+		ReasonInternal:
 	default:
 		reason = ReasonAgentStartFailed
 	}

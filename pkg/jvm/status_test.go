@@ -88,6 +88,7 @@ func TestRefusalErrorKeepsTheAgentsReason(t *testing.T) {
 		"agent-already-present": ReasonAgentAlreadyPresent,
 		"port-in-use":           ReasonPortInUse,
 		"port-not-permitted":    ReasonPortNotPermitted,
+		"jvm-unsupported":       ReasonJVMUnsupported,
 		"internal":              ReasonInternal,
 		"something-new":         ReasonAgentStartFailed,
 	} {

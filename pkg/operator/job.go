@@ -589,6 +589,8 @@ func failureReason(r jvm.Reason) (string, bool) {
 		return jmxv1alpha1.ReasonInsufficientMemory, true
 	case jvm.ReasonCopyFailed:
 		return jmxv1alpha1.ReasonCopyFailed, true
+	case jvm.ReasonJVMUnsupported:
+		return jmxv1alpha1.ReasonJVMUnsupported, true
 	case jvm.ReasonConfigInvalid:
 		return jmxv1alpha1.ReasonConfigInvalid, true
 	case jvm.ReasonConfigRejected:

@@ -132,6 +132,10 @@ const (
 	// ReasonInsufficientMemory: the container's memory limit leaves less
 	// room than the agent needs; loading it could get the JVM OOM-killed.
 	ReasonInsufficientMemory = "InsufficientMemory"
+	// ReasonJVMUnsupported: the agent refused to start because the JVM
+	// lacks a module it needs (jdk.httpserver or java.management, as in a
+	// jlink-trimmed runtime).
+	ReasonJVMUnsupported = "JVMUnsupported"
 	// ReasonCopyFailed: the agent and config cannot be copied into the
 	// JVM's filesystem safely (no writable, private /tmp).
 	ReasonCopyFailed = "CopyFailed"
