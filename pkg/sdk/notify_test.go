@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
@@ -92,7 +93,32 @@ func TestReadyMadePredicatesReadCacheEntriesWithoutDecoding(t *testing.T) {
 		}
 		return e
 	}
-	old, statusOnly, specChange := entry(1, "1", "a"), entry(1, "2", "b"), entry(2, "3", "b")
+	// The same for a metadata-only cache, whose entries are Decoded.
+	metaSI := &sharedInformer{key: informerKey{metadataOnly: true}, gvk: corev1.SchemeGroupVersion.WithKind("Pod")}
+	metaEntry := func(gen int64, rv string) any {
+		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Generation: gen, ResourceVersion: rv}}
+		e, err := metaSI.transform(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	for _, entries := range [][3]any{
+		{entry(1, "1", "a"), entry(1, "2", "b"), entry(2, "3", "b")},
+		{metaEntry(1, "1"), metaEntry(1, "2"), metaEntry(2, "3")},
+	} {
+		testReadyMadePredicatesOn(t, op, entries[0], entries[1], entries[2])
+	}
+	if metadataOnly([]Predicate{And(GenerationChanged(), PredicateFunc(func(runtime.Object, Event) bool { return true }))}) {
+		t.Error("an And with a PredicateFunc was taken for a metadata predicate")
+	}
+}
+
+// testReadyMadePredicatesOn checks that ready-made predicates drop a
+// status-only update (old → statusOnly) of cache entries without
+// allocating, and pass a spec change (statusOnly → specChange).
+func testReadyMadePredicatesOn(t *testing.T, op *Operator, old, statusOnly, specChange any) {
+	t.Helper()
 	for _, ps := range [][]Predicate{
 		{GenerationChanged()},
 		{IgnoreResync(), And(Not(LabelsChanged()), Or(GenerationChanged(), AnnotationsChanged()))},
@@ -115,8 +141,5 @@ func TestReadyMadePredicatesReadCacheEntriesWithoutDecoding(t *testing.T) {
 			t.Errorf("a spec change left %d keys queued, want 1", r.queue.Len())
 		}
 		r.queue.ShutDown()
-	}
-	if metadataOnly([]Predicate{And(GenerationChanged(), PredicateFunc(func(runtime.Object, Event) bool { return true }))}) {
-		t.Error("an And with a PredicateFunc was taken for a metadata predicate")
 	}
 }
