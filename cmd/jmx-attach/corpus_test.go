@@ -178,7 +178,9 @@ func (j readyJVM) requireAlive(t *testing.T, after string) {
 // TestCorpusOfBadConfigsNeverHarmsAJVM runs jmx-attach inject with the shipped agent against one JVM per JDK
 // (17 and the newest, 25 here), with each config of the corpus in turn: every attempt is an error with a named
 // reason (never internal), and after each the JVM runs and its application answers its own readiness check.
-// At the end a valid config is injected into the same JVM and serves. A JVM started with the upstream
+// At the end a valid config is injected into the same JVM and serves, and the corpus is tried again as
+// reconfigurations of that agent: each refused (config-invalid or config-rejected), the JVM alive, the valid
+// config still served. A JVM started with the upstream
 // jmx_exporter 1.0.1 as -javaagent is refused with agent-already-present and lives on.
 func TestCorpusOfBadConfigsNeverHarmsAJVM(t *testing.T) {
 	t.Parallel()
@@ -219,11 +221,16 @@ func TestCorpusOfBadConfigsNeverHarmsAJVM(t *testing.T) {
 					"--termination-log", "")
 				return parseLines(t, out)[0], code, stderr
 			}
+			// Files a config names (a key store) are this JDK's own: the subtests run in parallel.
+			caseDir := filepath.Join(dir, name)
+			if err := os.Mkdir(caseDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			reasons := map[jvm.Reason]int{}
 			refusals := 0 // the attempts the agent itself refused: each is one load
 			for i, tc := range corpus {
 				file := filepath.Join(dir, fmt.Sprintf("%s-case-%02d.yaml", name, i))
-				if err := os.WriteFile(file, tc.config(t, dir), 0o644); err != nil {
+				if err := os.WriteFile(file, tc.config(t, caseDir), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				port := freePort(t)
@@ -266,6 +273,28 @@ func TestCorpusOfBadConfigsNeverHarmsAJVM(t *testing.T) {
 			jv.requireAlive(t, "the valid config")
 			if n := strings.Count(jv.Output(), jvmtest.AgentLinePrefix+"serving"); n != 1 {
 				t.Fatalf("the agent reports serving %d times, want once:\n%s", n, jv.Output())
+			}
+
+			// The same corpus as reconfigurations of the serving agent: each is refused, by the prefilter
+			// (config-invalid) or by the agent, which keeps its config (config-rejected); the JVM lives and
+			// the valid config keeps serving.
+			for i, tc := range corpus {
+				if tc.busyPort {
+					continue // a valid config: the port of a serving agent does not change
+				}
+				file := filepath.Join(dir, fmt.Sprintf("%s-case-%02d.yaml", name, i))
+				out, stderr, code := runBinary(t, "reconfigure", "--config", file, "--pid", strconv.Itoa(jv.Pid), "--json",
+					"--termination-log", "")
+				res := parseLines(t, out)[0]
+				if res.Status != jvm.OutcomeError || (res.Reason != jvm.ReasonConfigInvalid && res.Reason != jvm.ReasonConfigRejected) ||
+					(code != exitFailed && code != exitBadAgent) {
+					t.Errorf("reconfigure %s: exit %d, %+v, want config-invalid or config-rejected\nstderr: %s", tc.name, code, res, stderr)
+				}
+				t.Logf("reconfigure %-30s %s: %.120s", tc.name, res.Reason, res.Message)
+				jv.requireAlive(t, "reconfigure "+tc.name)
+			}
+			if body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port)); !strings.Contains(body, "jvm_memory_used_bytes") {
+				t.Fatalf("metrics after the rejected reconfigurations:\n%.2000s", body)
 			}
 		})
 	}

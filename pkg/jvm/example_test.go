@@ -91,3 +91,18 @@ func ExampleParseTerminationLog() {
 	// 42 ok  true
 	// 43 error port-in-use true
 }
+
+// The operator puts the config into an ephemeral container's environment in the compact form, and jmx-attach
+// --config-env reads it back.
+func ExampleEncodeConfigEnv() {
+	value, err := jvm.EncodeConfigEnv([]byte("lowercaseOutputName: true\nrules:\n- pattern: \".*\"\n"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	config, err := jvm.DecodeConfigEnv(value)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(value) > len(jvm.ConfigEnvGzipPrefix), string(config) == "lowercaseOutputName: true\nrules:\n- pattern: \".*\"\n")
+	// Output: true true
+}

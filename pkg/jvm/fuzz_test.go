@@ -126,3 +126,36 @@ func FuzzParseArgfile(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseMountInfo(f *testing.F) {
+	f.Add([]byte("36 35 98:0 /var/lib/kubelet/pods/ab/volumes/kubernetes.io~empty-dir/tmp /tmp rw master:1 - ext4 /dev/root rw\n"))
+	f.Add([]byte("1 0 0:1 /a\\040b /m\\134 rw - tmpfs tmpfs rw\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for id, m := range ParseMountInfo(data) {
+			if m.ID != id {
+				t.Fatalf("mount under id %d has id %d", id, m.ID)
+			}
+		}
+	})
+}
+
+func FuzzDecodeConfigEnv(f *testing.F) {
+	enc, err := EncodeConfigEnv([]byte(validConfig))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(enc)
+	f.Add("rules: []\n")
+	f.Fuzz(func(t *testing.T, value string) {
+		data, err := DecodeConfigEnv(value)
+		if err != nil {
+			if ReasonOf(err) != ReasonConfigInvalid {
+				t.Fatalf("error %v has reason %s", err, ReasonOf(err))
+			}
+			return
+		}
+		if len(data) > MaxConfigSize {
+			t.Fatalf("decoded %d bytes, more than %d", len(data), MaxConfigSize)
+		}
+	})
+}
