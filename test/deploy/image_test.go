@@ -130,6 +130,16 @@ func TestDockerfileHasTheTestImagesLayout(t *testing.T) {
 			t.Errorf("the agent stage lacks %q", s)
 		}
 	}
+	// The build context admits what the Maven stage copies.
+	ignore, err := os.ReadFile(filepath.Join(repo, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"!agent/pom.xml", "!agent/src/"} {
+		if !slices.Contains(strings.Split(string(ignore), "\n"), p) {
+			t.Errorf(".dockerignore lacks %q: the agent stage would find no sources", p)
+		}
+	}
 	if strings.Contains(all, "jmx_exporter/releases/download") {
 		t.Errorf("the Dockerfile still downloads the upstream agent")
 	}

@@ -438,7 +438,10 @@ func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
 	cases := []struct {
 		name, config, reason, message string
 		busyPort                      bool
+		port                          int // the argument's port, when not a free one
 	}{
+		{name: "port out of range", config: "rules:\n  - pattern: '.*'\n", port: 70000,
+			reason: "config-invalid", message: "Port must be between 1 and 65535 [70000]"},
 		{name: "unclosed group", config: "rules:\n  - pattern: 'java.lang<type=(Memory>'\n",
 			reason: "config-invalid", message: "Unclosed group"},
 		{name: "go named group", config: "rules:\n  - pattern: 'java.lang<type=(?P<t>\\w+)>'\n",
@@ -468,6 +471,8 @@ func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
 		{name: "threads maximum below minimum",
 			config: "httpServer:\n  threads:\n    minimum: 5\n    maximum: 2\n    keepAliveTime: 10\n",
 			reason: "config-invalid", message: "/httpServer/threads/maximum"},
+		{name: "huge message", config: "rules:\n  - pattern: '(" + strings.Repeat("java.lang", 4000) + "'\n",
+			reason: "config-invalid", message: "Unclosed group"},
 		{name: "openTelemetry", config: "openTelemetry:\n  endpoint: http://127.0.0.1:4317\n",
 			reason: "config-invalid", message: "/openTelemetry is not supported"},
 		{name: "port in use", config: "rules:\n  - pattern: '.*'\n", busyPort: true,
@@ -477,6 +482,9 @@ func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(jdk+"/"+tc.name, func(t *testing.T) {
 				port := freePort(t)
+				if tc.port != 0 {
+					port = tc.port
+				}
 				if tc.busyPort {
 					l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 					if err != nil {
@@ -494,7 +502,7 @@ func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
 					t.Errorf("status = %+v, want refused %s with %q", st, tc.reason, tc.message)
 				}
 				t.Logf("refused %s: %s", st.Reason, st.Message)
-				if st.ConfigSHA256 != sha256Hex([]byte(tc.config)) {
+				if want := sha256Hex([]byte(tc.config)); st.ConfigSHA256 != want && tc.port == 0 {
 					t.Errorf("configSHA256 = %q, want the attempted config's", st.ConfigSHA256)
 				}
 				lines := waitAgentLines(t, j.JVM, 1)
@@ -910,6 +918,66 @@ func TestAgentRefusesAPortItMayNotBind(t *testing.T) {
 		t.Fatalf("status = %+v, %v\n%s", st, err, j.Output())
 	}
 	t.Logf("refused %s: %s", st.Reason, st.Message)
+	if !j.Alive() {
+		t.Fatalf("JVM died:\n%s", j.Output())
+	}
+}
+
+// agentmain, the entry point jmx-attach uses, on every JDK here: loaded at run time with jcmd, it serves.
+func TestAgentLoadsAtRunTime(t *testing.T) {
+	for name, java := range agentJDKs(t) {
+		t.Run(name, func(t *testing.T) {
+			jcmd := filepath.Join(filepath.Dir(java), "jcmd")
+			if _, err := os.Stat(jcmd); err != nil {
+				t.Skip("no jcmd")
+			}
+			config := writeTemp(t, formatConfig)
+			port := freePort(t)
+			j := StartJVM(t, Options{App: testSampleApp(t), Java: java})
+			out, err := exec.Command(jcmd, strconv.Itoa(j.Pid), "JVMTI.agent_load", testAgentJar(t),
+				fmt.Sprintf("%d:%s", port, config)).CombinedOutput()
+			if err != nil {
+				t.Fatalf("jcmd: %v\n%s", err, out)
+			}
+			st, err := readStatus(t, filepath.Dir(config))
+			if err != nil || st.State != "serving" {
+				t.Fatalf("status = %+v, %v\n%s", st, err, j.Output())
+			}
+			if code, body := get(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), "", ""); code != http.StatusOK ||
+				!strings.Contains(body, "sample_requests_total") {
+				t.Errorf("GET /metrics: %d\n%.300s", code, body)
+			}
+			if lines := waitAgentLines(t, j, 1); len(lines) != 1 || !strings.Contains(lines[0], "serving on") {
+				t.Errorf("agent lines = %q", lines)
+			}
+		})
+	}
+}
+
+// A runtime trimmed with jlink and without jdk.httpserver (common in small images): jvm-unsupported, JVM alive.
+func TestAgentRefusesARuntimeWithoutTheHTTPServerModule(t *testing.T) {
+	java := agentJDKs(t)["jdk17"]
+	if java == "" {
+		t.Skip("no JDK 17")
+	}
+	home := filepath.Dir(filepath.Dir(java))
+	jlink := filepath.Join(home, "bin", "jlink")
+	if _, err := os.Stat(filepath.Join(home, "jmods", "java.base.jmod")); err != nil {
+		t.Skip("no jmods to link a runtime from")
+	}
+	rt := filepath.Join(t.TempDir(), "rt")
+	out, err := exec.Command(jlink, "--add-modules", "java.base,java.management,java.instrument,java.logging",
+		"--no-header-files", "--no-man-pages", "--output", rt).CombinedOutput()
+	if err != nil {
+		t.Fatalf("jlink: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	j := startWithAgent(t, filepath.Join(rt, "bin", "java"), formatConfig, port)
+	st, err := readStatus(t, j.dir)
+	if err != nil || st.State != "refused" || st.Reason != "jvm-unsupported" || !strings.Contains(st.Message, "jdk.httpserver") {
+		t.Fatalf("status = %+v, %v\n%s", st, err, j.Output())
+	}
+	time.Sleep(500 * time.Millisecond)
 	if !j.Alive() {
 		t.Fatalf("JVM died:\n%s", j.Output())
 	}

@@ -61,6 +61,7 @@ public final class Agent {
     static final String PORT_IN_USE = "port-in-use";
     static final String PORT_NOT_PERMITTED = "port-not-permitted";
     static final String INTERNAL = "internal";
+    static final String JVM_UNSUPPORTED = "jvm-unsupported";
 
     private static final Object LOCK = new Object();
 
@@ -110,6 +111,14 @@ public final class Agent {
         AgentArgs args;
         try {
             args = AgentArgs.parse(arg);
+        } catch (AgentArgs.Invalid e) {
+            Path dir = null;
+            try {
+                dir = Paths.get(e.configFile).toAbsolutePath().getParent();
+            } catch (RuntimeException ignored) {
+                // No directory to write the status into: the stderr line reports the refusal.
+            }
+            return refuse(st, dir, CONFIG_INVALID, e.getMessage());
         } catch (IllegalArgumentException e) {
             return refuse(st, null, CONFIG_INVALID, e.getMessage());
         }
@@ -132,6 +141,10 @@ public final class Agent {
     }
 
     private static String start(AgentArgs args, Path config, Path dir, Status st, Instrumentation inst) {
+        String missing = missingModules();
+        if (missing != null) {
+            return refuse(st, dir, JVM_UNSUPPORTED, missing);
+        }
         synchronized (LOCK) {
             String already = System.getProperty(SERVING_PROPERTY);
             if (serving != null || already != null) {
@@ -150,6 +163,8 @@ public final class Agent {
                 c = Compiled.load(config);
             } catch (ConfigException e) {
                 return refuse(st, dir, CONFIG_INVALID, e.getMessage(), e);
+            } catch (LinkageError | VirtualMachineError e) {
+                return refuse(st, dir, INTERNAL, e.toString(), e);
             } catch (Throwable t) {
                 return refuse(st, dir, CONFIG_INVALID, describe(t), t);
             }
@@ -182,6 +197,30 @@ public final class Agent {
             s.startReloader();
             return "serving on " + bindAddress(args) + " (config sha256 " + c.sha256.substring(0, 12) + ")";
         }
+    }
+
+    /**
+     * Returns what this JVM lacks to run the agent, or null. A runtime trimmed with jlink may leave out the
+     * modules the agent serves with: jdk.httpserver (the HTTP server) and java.management (the MBeans).
+     */
+    static String missingModules() {
+        StringBuilder b = new StringBuilder();
+        String[][] needed = {
+            {"com.sun.net.httpserver.HttpServer", "jdk.httpserver"},
+            {"java.lang.management.ManagementFactory", "java.management"},
+        };
+        for (String[] n : needed) {
+            try {
+                Class.forName(n[0], false, Agent.class.getClassLoader());
+            } catch (ClassNotFoundException | LinkageError e) {
+                b.append(b.length() == 0 ? "" : ", ").append(n[1]).append(" (").append(n[0]).append(')');
+            }
+        }
+        if (b.length() == 0) {
+            return null;
+        }
+        return "this JVM lacks " + b + ", which the agent needs; a runtime built with jlink must include the"
+                + " module";
     }
 
     private static String bindAddress(AgentArgs args) {
@@ -225,9 +264,6 @@ public final class Agent {
 
     /** Returns the message of t, or its class name when it has none. */
     static String describe(Throwable t) {
-        if (t instanceof ExceptionWrapper) {
-            t = t.getCause();
-        }
         String m = t.getMessage();
         if (m == null || m.trim().isEmpty()) {
             return t.getClass().getName();
@@ -268,15 +304,6 @@ public final class Agent {
                 }
             }
             return out.toByteArray();
-        }
-    }
-
-    /** ExceptionWrapper marks a checked exception carried through a lambda; describe reports its cause. */
-    static final class ExceptionWrapper extends RuntimeException {
-        private static final long serialVersionUID = 1L;
-
-        ExceptionWrapper(Throwable cause) {
-            super(cause);
         }
     }
 
@@ -380,6 +407,8 @@ public final class Agent {
             JmxCollector collector;
             try {
                 collector = new JmxCollector(config.toFile(), JmxCollector.Mode.AGENT);
+            } catch (LinkageError | VirtualMachineError e) {
+                throw e; // Not the config's fault: reported as internal.
             } catch (Throwable t) {
                 throw new Failure(sha, describe(t), t);
             }
@@ -406,6 +435,8 @@ public final class Agent {
                 http = HttpServerConfig.parse(root);
             } catch (ConfigException e) {
                 throw new Failure(sha, e.getMessage(), e);
+            } catch (LinkageError | VirtualMachineError e) {
+                throw e;
             } catch (Throwable t) {
                 throw new Failure(sha, describe(t), t);
             }

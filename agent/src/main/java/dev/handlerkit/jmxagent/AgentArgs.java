@@ -20,6 +20,19 @@ final class AgentArgs {
     /** Path of the YAML config file. */
     final String configFile;
 
+    /** Invalid is a well-formed argument with a bad value; it still names the config file. */
+    static final class Invalid extends IllegalArgumentException {
+        private static final long serialVersionUID = 1L;
+
+        /** The config file the argument names. */
+        final String configFile;
+
+        Invalid(String message, String configFile) {
+            super(message);
+            this.configFile = configFile;
+        }
+    }
+
     private AgentArgs(String host, int port, String configFile) {
         this.host = host;
         this.port = port;
@@ -31,7 +44,8 @@ final class AgentArgs {
      *
      * @param arg the argument the JVM passed to agentmain or premain
      * @return the parsed argument
-     * @throws IllegalArgumentException with jmx_exporter's wording when the argument is malformed
+     * @throws IllegalArgumentException with jmx_exporter's wording when the argument is malformed; an
+     *     {@link Invalid} when only a value is wrong, so that the refusal can still be written next to the config
      */
     static AgentArgs parse(String arg) {
         if (arg == null || arg.trim().isEmpty()) {
@@ -47,7 +61,7 @@ final class AgentArgs {
         }
         int port = Integer.parseInt(m.group(2));
         if (port < 1 || port > 65535) {
-            throw new IllegalArgumentException("Port must be between 1 and 65535 [" + port + "]");
+            throw new Invalid("Port must be between 1 and 65535 [" + port + "]", m.group(3));
         }
         return new AgentArgs(host, port, m.group(3));
     }
