@@ -92,9 +92,9 @@ func shell(t *testing.T, ns, pod, script string) string {
 	return strings.TrimSpace(out)
 }
 
-// checkServingOnce checks that the pod's JVM lives (no restart) and logged
-// exactly one agent line, a serving one, and that it has ephemeral
-// containers ephemeral containers.
+// checkServingOnce checks that the pod's JVM lives (no restart), that it
+// logged exactly one agent line, a serving one, and that the pod has the
+// given number of ephemeral containers.
 func checkServingOnce(t *testing.T, ns, name string, ephemeral int) {
 	t.Helper()
 	pod := alive(t, ns, name)
