@@ -848,3 +848,27 @@ func playEphemeralKubelet(ctx context.Context, kube kubernetes.Interface, ns, na
 		}
 	}
 }
+
+// TestAConfigTooLargeTouchesNoJVM: a config over the size limits is refused
+// before any attach, with ConfigValid=False ConfigTooLarge.
+func TestAConfigTooLargeTouchesNoJVM(t *testing.T) {
+	c := newCluster(t, 2*time.Minute)
+	ns := c.namespace(t, "large")
+	labels := map[string]string{"app": "orders"}
+	c.createJVMPod(t, ns, "jvm", labels, "containerd://j1")
+	// 300 KiB of comments: valid YAML, over MaxConfigBytes.
+	c.configMap(t, ns, "cfg", "rules:\n- pattern: \".*\"\n"+strings.Repeat("# padding padding padding padding padding padding\n", 6000))
+	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
+	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) { return loaded(r, ""), nil })
+	c.runOperator(t, ns, operator.Options{Resync: time.Second,
+		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}})
+	c.createExporter(t, ns, "orders", labels, withConfigMap("cfg"))
+	cond := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionConfigValid, metav1.ConditionFalse, jmxv1alpha1.ReasonConfigTooLarge)
+	if !strings.Contains(cond.Message, "256 KiB") {
+		t.Errorf("message %q does not name the limit", cond.Message)
+	}
+	hold(t, 3*time.Second, "no JVM touched", func() (bool, string) {
+		n := s.count(func(call) bool { return true })
+		return n == 0, fmt.Sprintf("%d calls", n)
+	})
+}

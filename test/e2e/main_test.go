@@ -47,6 +47,9 @@ var (
 	kube     kubernetes.Interface
 	jmx      versioned.Interface
 	repoRoot string
+	// sampleApp is the sample application in the JVM images, for images
+	// that tests build on demand (hardened_test.go).
+	sampleApp testimages.JavaApp
 )
 
 // operatorName is the name of the operator's Deployment, ServiceAccount and
@@ -161,6 +164,7 @@ func buildImages(ctx context.Context, work string) ([]string, error) {
 		return nil, err
 	}
 	javaApp := testimages.JavaApp{Jar: app.Jar, MainClass: app.MainClass}
+	sampleApp = javaApp
 	jvmImage, err := testimages.BuildJVMApp(ctx, cache, cache, javaApp)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -273,7 +274,8 @@ func operatorMetric(t *testing.T, ns, result, reason string) float64 {
 // TestPermanentReasonsAreTriedOncePerChange counts, with the operator's own
 // metric and the pods' ephemeral containers, the attempts on JVMs that fail
 // permanently (the attach mechanism disabled, dynamic loading disabled, an
-// admission policy that denies ephemeral containers) over fifteen resyncs
+// admission policy that denies ephemeral containers, a read-only root with no
+// /tmp volume (LockFailed), a memory limit without room for the agent) over fifteen resyncs
 // (--resync=2s): one each. The issue asks for ten minutes; a resync is the
 // only thing that wakes an exporter when nothing changes, so counting over
 // fifteen resyncs covers what ten minutes of a 10m resync would twice. A
@@ -323,6 +325,15 @@ func TestPermanentReasonsAreTriedOncePerChange(t *testing.T) {
 		{"noattach", jmxv1alpha1.ReasonAttachDisabled, []jvmPodOption{javaOptions("-Xmx48m -XX:+UseSerialGC -XX:+DisableAttachMechanism")}, 1},
 		{"nodynamic", jmxv1alpha1.ReasonDynamicLoadingDisabled, []jvmPodOption{javaOptions("-Xmx48m -XX:+UseSerialGC -XX:-EnableDynamicAgentLoading")}, 1},
 		{"denied", jmxv1alpha1.ReasonPatchRefused, []jvmPodOption{func(p *corev1.Pod) { p.Labels["deny-ephemeral"] = "true" }}, 0},
+		// A read-only root and no volume on /tmp: nowhere to lock or copy
+		// (jmx-attach takes its per-JVM lock in /tmp before it copies).
+		{"readonly", "LockFailed", []jvmPodOption{func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true)}
+		}}, 1},
+		// A memory limit with less room than the agent needs.
+		{"tight", jmxv1alpha1.ReasonInsufficientMemory, []jvmPodOption{javaOptions("-Xmx16m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"), func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("48Mi")}
+		}}, 1},
 	}
 	for _, c := range cases {
 		l := map[string]string{}

@@ -10,6 +10,8 @@
 //     sample app whose MBeans change over time.
 //   - ShelllessJVM: the same JRE and app with only the shared libraries the
 //     JRE needs; no shell, no tar, no jps, no JDK.
+//   - TmpLinkJVM: JVMApp whose /tmp is a symbolic link to /var/tmp (1777).
+//   - Temurin25JVM: JVMApp run by the host's Temurin 25 JDK (Temurin25Home).
 //   - Memcached: Debian's memcached binary and the shared libraries it
 //     links, run as nobody; the memcached example operator's servers.
 //   - MemcachedOperator: the memcached example operator, static.
