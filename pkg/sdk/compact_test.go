@@ -60,7 +60,7 @@ func TestBuiltInKindsAreCachedCompactAndEveryReaderGetsThemDecoded(t *testing.T)
 			seen := &typesSeen{}
 			opts := append([]sdk.WatchOption{
 				sdk.WithName("cms"),
-				sdk.WithPredicate(sdk.PredicateFunc(func(_ runtime.Object, e sdk.Event) bool { seen.saw("predicate", e.Object); return true })),
+				sdk.WithPredicate(func(_ runtime.Object, e sdk.Event) bool { seen.saw("predicate", e.Object); return true }),
 				sdk.WithIndex("team", func(obj runtime.Object) ([]string, error) {
 					seen.saw("index", obj)
 					return []string{obj.(metav1.Object).GetLabels()["team"]}, nil

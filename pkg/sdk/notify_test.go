@@ -56,7 +56,7 @@ func BenchmarkNotifyUpdate(b *testing.B) {
 	}{
 		{"none", nil},
 		{"GenerationChanged", []Predicate{GenerationChanged()}},
-		{"user", []Predicate{PredicateFunc(func(_ runtime.Object, e Event) bool { _ = e.Object.(*corev1.Pod).Spec; return false })}},
+		{"user", []Predicate{func(_ runtime.Object, e Event) bool { _ = e.Object.(*corev1.Pod).Spec; return false }}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			w := &watch{op: op, name: "pods", cfg: watchConfig{predicates: tc.ps}}
@@ -109,7 +109,7 @@ func TestReadyMadePredicatesReadCacheEntriesWithoutDecoding(t *testing.T) {
 	} {
 		testReadyMadePredicatesOn(t, op, entries[0], entries[1], entries[2])
 	}
-	if metadataOnly([]Predicate{And(GenerationChanged(), PredicateFunc(func(runtime.Object, Event) bool { return true }))}) {
+	if metadataOnly([]Predicate{And(GenerationChanged(), func(runtime.Object, Event) bool { return true })}) {
 		t.Error("an And with a PredicateFunc was taken for a metadata predicate")
 	}
 }
@@ -141,5 +141,30 @@ func testReadyMadePredicatesOn(t *testing.T, op *Operator, old, statusOnly, spec
 			t.Errorf("a spec change left %d keys queued, want 1", r.queue.Len())
 		}
 		r.queue.ShutDown()
+	}
+}
+
+// TestOnlyReadyMadePredicatesAreTakenForMetadataOnes checks the rule behind
+// the decode-free path: a function of the user's, even one that calls a
+// ready-made predicate, is never run on a cache entry, while the ready-made
+// predicates and And, Or and Not of them only are.
+func TestOnlyReadyMadePredicatesAreTakenForMetadataOnes(t *testing.T) {
+	gen := GenerationChanged()
+	user := Predicate(func(old runtime.Object, e Event) bool { return gen(old, e) })
+	for name, c := range map[string]struct {
+		ps   []Predicate
+		want bool
+	}{
+		"ready-made":            {[]Predicate{GenerationChanged(), LabelsChanged(), IgnoreResync()}, true},
+		"composed ready-made":   {[]Predicate{Not(Or(AnnotationsChanged(), And(gen, LabelsOrAnnotationsChanged())))}, true},
+		"user's":                {[]Predicate{user}, false},
+		"ready-made and user's": {[]Predicate{gen, user}, false},
+		"Or with a user's":      {[]Predicate{Or(gen, user)}, false},
+		"Not of a user's":       {[]Predicate{Not(user)}, false},
+		"nil":                   {[]Predicate{nil}, false},
+	} {
+		if got := metadataOnly(c.ps); got != c.want {
+			t.Errorf("%s: metadataOnly = %v, want %v", name, got, c.want)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package sdk
 
 import (
 	"maps"
+	"reflect"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,76 +13,82 @@ import (
 // Predicate decides whether an informer notification enqueues its key. e is
 // the event as the handler would see it; old is the previous state for
 // EventUpdate and EventResync, and nil otherwise. Both are copies the
-// predicate owns. PredicateFunc turns a function into a Predicate.
-type Predicate interface {
-	Accept(old runtime.Object, e Event) bool
+// predicate owns.
+type Predicate func(old runtime.Object, e Event) bool
+
+// metadataCode holds the code pointers of the ready-made predicates that
+// read only the event's type and the objects' metadata (see
+// metadataPredicate). A watch whose predicates are all of them gives them
+// the cache's own entries, whose metadata is decoded even when the rest is
+// compact, instead of decoding two copies per notification; they must not
+// modify them. A function literal has one code pointer for every closure
+// made from it (one per inlined copy), so the set stays as small as the
+// number of such literals, and no function of a user's can be in it.
+var metadataCode sync.Map // uintptr → struct{}
+
+// metadataPredicate marks p, a closure of a literal in this file that reads
+// metadata only, as such and returns it. Only literals that are never
+// returned for a predicate reading more may be marked.
+func metadataPredicate(p Predicate) Predicate {
+	metadataCode.Store(reflect.ValueOf(p).Pointer(), struct{}{})
+	return p
 }
-
-// PredicateFunc adapts a function to Predicate.
-type PredicateFunc func(old runtime.Object, e Event) bool
-
-// Accept calls f.
-func (f PredicateFunc) Accept(old runtime.Object, e Event) bool { return f(old, e) }
-
-// metadataPredicate is a predicate that reads only the event's type and the
-// objects' metadata. A watch whose predicates are all metadataPredicates
-// gives them the cache's own entries, whose metadata is decoded even when
-// the rest is compact, instead of decoding two copies per notification; it
-// must not modify them.
-type metadataPredicate func(old runtime.Object, e Event) bool
-
-// Accept calls p.
-func (p metadataPredicate) Accept(old runtime.Object, e Event) bool { return p(old, e) }
 
 // metadataOnly reports whether every predicate of ps reads only metadata.
 func metadataOnly(ps []Predicate) bool {
 	for _, p := range ps {
-		if _, ok := p.(metadataPredicate); !ok {
+		if p == nil {
+			return false
+		}
+		if _, ok := metadataCode.Load(reflect.ValueOf(p).Pointer()); !ok {
 			return false
 		}
 	}
 	return true
 }
 
+// all reports whether every predicate of ps accepts the notification.
+func all(ps []Predicate, old runtime.Object, e Event) bool {
+	for _, p := range ps {
+		if !p(old, e) {
+			return false
+		}
+	}
+	return true
+}
+
+// any reports whether at least one predicate of ps accepts the notification.
+func anyOf(ps []Predicate, old runtime.Object, e Event) bool {
+	for _, p := range ps {
+		if p(old, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // And accepts a notification when every predicate accepts it.
 func And(ps ...Predicate) Predicate {
-	and := func(old runtime.Object, e Event) bool {
-		for _, p := range ps {
-			if !p.Accept(old, e) {
-				return false
-			}
-		}
-		return true
-	}
 	if metadataOnly(ps) {
-		return metadataPredicate(and)
+		return metadataPredicate(func(old runtime.Object, e Event) bool { return all(ps, old, e) })
 	}
-	return PredicateFunc(and)
+	return func(old runtime.Object, e Event) bool { return all(ps, old, e) }
 }
 
 // Or accepts a notification when at least one predicate accepts it.
 func Or(ps ...Predicate) Predicate {
-	or := func(old runtime.Object, e Event) bool {
-		for _, p := range ps {
-			if p.Accept(old, e) {
-				return true
-			}
-		}
-		return false
-	}
 	if metadataOnly(ps) {
-		return metadataPredicate(or)
+		return metadataPredicate(func(old runtime.Object, e Event) bool { return anyOf(ps, old, e) })
 	}
-	return PredicateFunc(or)
+	return func(old runtime.Object, e Event) bool { return anyOf(ps, old, e) }
 }
 
 // Not inverts p.
 func Not(p Predicate) Predicate {
-	not := func(old runtime.Object, e Event) bool { return !p.Accept(old, e) }
 	if metadataOnly([]Predicate{p}) {
-		return metadataPredicate(not)
+		return metadataPredicate(func(old runtime.Object, e Event) bool { return !p(old, e) })
 	}
-	return PredicateFunc(not)
+	return func(old runtime.Object, e Event) bool { return !p(old, e) }
 }
 
 // IgnoreResync drops periodic resync notifications.

@@ -45,7 +45,7 @@ func TestPredicates(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := c.p.Accept(c.old, sdk.Event{Object: c.obj, Type: c.typ, Deleted: c.typ == sdk.EventDelete}); got != c.want {
+			if got := c.p(c.old, sdk.Event{Object: c.obj, Type: c.typ, Deleted: c.typ == sdk.EventDelete}); got != c.want {
 				t.Errorf("got %v, want %v", got, c.want)
 			}
 		})

@@ -113,13 +113,13 @@ func TestEveryReaderGetsItsOwnCopyOfEveryRepresentation(t *testing.T) {
 			}
 			opts := append([]sdk.WatchOption{
 				sdk.WithName("main"),
-				sdk.WithPredicate(sdk.PredicateFunc(func(old runtime.Object, e sdk.Event) bool {
+				sdk.WithPredicate(func(old runtime.Object, e sdk.Event) bool {
 					saw("predicate", e.Object)
 					if old != nil {
 						saw("predicate-old", old)
 					}
 					return true
-				})),
+				}),
 				sdk.WithIndex("all", func(obj runtime.Object) ([]string, error) {
 					saw("index", obj)
 					return []string{"all"}, nil

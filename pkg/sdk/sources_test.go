@@ -104,7 +104,7 @@ func TestWatchesOfOneKindShareOneInformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := f.op.Watch("v1", "ConfigMap", f.ns, 0, sdk.WithName("b"), sdk.WithHandler(b),
-		sdk.WithPredicate(sdk.PredicateFunc(func(_ runtime.Object, e sdk.Event) bool { return strings.HasPrefix(nameOf(e), "b-") }))); err != nil {
+		sdk.WithPredicate(func(_ runtime.Object, e sdk.Event) bool { return strings.HasPrefix(nameOf(e), "b-") })); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.op.Watch("v1", "ConfigMap", f.ns, 0, sdk.WithName("mapped"),

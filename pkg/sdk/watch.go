@@ -228,7 +228,7 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 	if len(w.cfg.predicates) > 0 {
 		e := Event{Object: seen, Deleted: typ == EventDelete, Watch: w.name, Type: typ}
 		for _, p := range w.cfg.predicates {
-			if !p.Accept(seenOld, e) {
+			if !p(seenOld, e) {
 				return
 			}
 		}

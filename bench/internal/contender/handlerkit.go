@@ -83,7 +83,7 @@ func runHandlerkit(ctx context.Context, cfg *rest.Config, spec Spec, rec *probe.
 	}
 	// The ConfigMaps are watched only so that query serves them from the
 	// cache; their events are dropped before they are queued.
-	dropAll := sdk.PredicateFunc(func(runtime.Object, sdk.Event) bool { return false })
+	dropAll := func(runtime.Object, sdk.Event) bool { return false }
 	if err := op.Watch("v1", "ConfigMap", spec.Namespace, 0, sdk.WithPredicate(dropAll)); err != nil {
 		return err
 	}
