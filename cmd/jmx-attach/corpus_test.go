@@ -29,26 +29,6 @@ type corpusCase struct {
 	busyPort bool
 }
 
-// yamlConfig returns a corpusCase config of fixed text.
-func yamlConfig(s string) func(*testing.T, string) []byte {
-	return func(*testing.T, string) []byte { return []byte(s) }
-}
-
-var invalid = []jvm.Reason{jvm.ReasonConfigInvalid}
-
-// billionLaughs is a YAML bomb: nine levels of nine aliases each, 9^9 strings once expanded, inside the
-// httpServer section, which the prefilter leaves to the agent.
-func billionLaughs() string {
-	var b strings.Builder
-	b.WriteString("rules:\n- pattern: \".*\"\nhttpServer:\n  a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n")
-	prev := "a"
-	for _, c := range "bcdefghi" {
-		fmt.Fprintf(&b, "  %c: &%c [%s*%s]\n", c, c, strings.Repeat("*"+prev+",", 8), prev)
-		prev = string(c)
-	}
-	return b.String()
-}
-
 // keyStore makes a PKCS12 key store with password "secret" and a key aliased "localhost" in dir, with the
 // keytool of the JDK on PATH.
 func keyStore(t *testing.T, dir string) string {
@@ -68,61 +48,28 @@ func keyStore(t *testing.T, dir string) string {
 	return ks
 }
 
-// corpus is the set of bad and unsupported configs: the four of issue 22 that killed JVMs through
-// jmx_exporter 1.0.1, and regular expression, ObjectName, value type, agent mode, authentication, TLS, size,
-// YAML bomb, encoding and unsupported-section cases, and a busy port.
-var corpus = []corpusCase{
-	// The issue's four: each passed the old prefilter and made jmx_exporter 1.0.1 call System.exit.
-	{name: "unclosed regex group", config: yamlConfig("rules:\n- pattern: \"java.lang<type=(Memory>\"\n"), want: invalid},
-	{name: "Go-style named group", config: yamlConfig("rules:\n- pattern: \"java.lang<type=(?P<t>\\\\w+)>\"\n"), want: invalid},
-	{name: "includeObjectNames without a key", config: yamlConfig("includeObjectNames: [\"java.lang\"]\n"), want: invalid},
-	{name: "basic auth without a password", config: yamlConfig("httpServer:\n  authentication:\n    basic:\n      username: prometheus\n"), want: invalid},
-	// Regular expressions.
-	{name: "trailing backslash", config: yamlConfig("rules:\n- pattern: 'java.lang\\'\n"), want: invalid},
-	{name: "unclosed character class", config: yamlConfig("rules:\n- pattern: \"[a-\"\n"), want: invalid},
-	{name: "dangling quantifier", config: yamlConfig("rules:\n- pattern: \"*Memory\"\n"), want: invalid},
-	{name: "inverted repetition range", config: yamlConfig("rules:\n- pattern: \"a{2,1}\"\n"), want: invalid},
-	// ObjectName patterns.
-	{name: "ObjectName with a trailing comma", config: yamlConfig("excludeObjectNames: [\"java.lang:type=Memory,\"]\n"), want: invalid},
-	{name: "ObjectName with a key twice", config: yamlConfig("includeObjectNames: [\"java.lang:type=Memory,type=Runtime\"]\n"), want: invalid},
-	{name: "ObjectName key without a value", config: yamlConfig("includeObjectNames: [\"java.lang:type\"]\n"), want: invalid},
-	// Value types.
-	{name: "boolean as a sentence", config: yamlConfig("lowercaseOutputName: \"true please\"\n"), want: invalid},
-	{name: "negative start delay", config: yamlConfig("startDelaySeconds: -5\n"), want: invalid},
-	{name: "rules as a mapping", config: yamlConfig("rules:\n  pattern: x\n"), want: invalid},
-	{name: "valueFactor not a number", config: yamlConfig("rules:\n- pattern: \".*\"\n  name: x\n  valueFactor: abc\n"), want: invalid},
-	{name: "labels as a list", config: yamlConfig("rules:\n- pattern: \".*\"\n  name: x\n  labels: [a, b]\n"), want: invalid},
-	{name: "name without a pattern", config: yamlConfig("rules:\n- name: x\n"), want: invalid},
-	// Settings of the standalone exporter, refused in an agent.
-	{name: "hostPort in an agent", config: yamlConfig("hostPort: 127.0.0.1:9999\n"), want: invalid},
-	{name: "jmxUrl in an agent", config: yamlConfig("jmxUrl: service:jmx:rmi:///jndi/rmi://127.0.0.1:9999/jmxrmi\n"), want: invalid},
-	// Authentication.
-	{name: "SHA-256 without a hash", config: yamlConfig("httpServer:\n  authentication:\n    basic:\n      username: u\n      algorithm: SHA-256\n      salt: s\n"), want: invalid},
-	{name: "unknown algorithm", config: yamlConfig("httpServer:\n  authentication:\n    basic:\n      username: u\n      algorithm: MD4\n      passwordHash: ab\n"), want: invalid},
-	{name: "blank username", config: yamlConfig("httpServer:\n  authentication:\n    basic:\n      username: \"  \"\n      password: p\n"), want: invalid},
-	{name: "authenticator plugin that does not exist", config: yamlConfig("httpServer:\n  authentication:\n    plugin:\n      class: com.example.NoSuchAuthenticator\n"), want: invalid},
-	// TLS.
-	{name: "missing key store", config: yamlConfig("httpServer:\n  ssl:\n    keyStore:\n      filename: /nonexistent/keystore.p12\n      password: secret\n    certificate:\n      alias: localhost\n"), want: invalid},
-	{name: "wrong key store password", config: func(t *testing.T, dir string) []byte {
-		return []byte("httpServer:\n  ssl:\n    keyStore:\n      filename: " + keyStore(t, dir) + "\n      password: wrong\n    certificate:\n      alias: localhost\n")
-	}, want: invalid},
-	// Size.
-	{name: "over 1 MiB", config: func(*testing.T, string) []byte {
-		return []byte("rules:\n- pattern: \".*\"\n#" + strings.Repeat("x", jvm.MaxConfigSize) + "\n")
-	}, want: invalid},
-	// A YAML bomb.
-	{name: "billion laughs", config: yamlConfig(billionLaughs()), want: invalid},
-	// Encoding.
-	{name: "invalid UTF-8", config: yamlConfig("rules:\n- pattern: \".*\"\n# \xff\xfe\xfd\n"), want: invalid},
-	{name: "UTF-32 byte order mark", config: yamlConfig("\x00\x00\xfe\xffrules: []\n"), want: invalid},
-	{name: "byte order mark inside a key", config: yamlConfig("rules: []\n\xef\xbb\xbflowercaseOutputName: true\n"), want: invalid},
-	{name: "NUL byte", config: yamlConfig("rules:\n- pattern: \".*\"\x00\n"), want: invalid},
-	// Unsupported sections.
-	{name: "openTelemetry", config: yamlConfig("openTelemetry:\n  endpoint: http://127.0.0.1:4317\n"), want: invalid},
-	{name: "metricCustomizers without mbeanFilter", config: yamlConfig("metricCustomizers:\n- attributesAsLabels: [a]\n"), want: invalid},
-	// The port.
-	{name: "port in use", config: yamlConfig("rules:\n- pattern: \".*\"\n"), want: []jvm.Reason{jvm.ReasonPortInUse}, busyPort: true},
-}
+// corpus is the set of bad and unsupported configs: jvmtest.Corpus (the four of issue 22 that killed JVMs
+// through jmx_exporter 1.0.1, and regular expression, ObjectName, value type, agent mode, authentication, TLS,
+// size, YAML bomb, encoding and unsupported-section cases), which test/e2e also runs through the operator, and
+// two cases of jmx-attach's own that need more than a config: a key store with the wrong password (a file on
+// the JVM's host) and a busy port.
+var corpus = func() []corpusCase {
+	var out []corpusCase
+	for _, c := range jvmtest.Corpus() {
+		want := make([]jvm.Reason, len(c.Reasons))
+		for i, r := range c.Reasons {
+			want[i] = jvm.Reason(r)
+		}
+		config := c.Config
+		out = append(out, corpusCase{name: c.Name, config: func(*testing.T, string) []byte { return config }, want: want})
+	}
+	return append(out,
+		corpusCase{name: "wrong key store password", config: func(t *testing.T, dir string) []byte {
+			return []byte("httpServer:\n  ssl:\n    keyStore:\n      filename: " + keyStore(t, dir) + "\n      password: wrong\n    certificate:\n      alias: localhost\n")
+		}, want: []jvm.Reason{jvm.ReasonConfigInvalid}},
+		corpusCase{name: "port in use", config: func(*testing.T, string) []byte { return []byte("rules:\n- pattern: \".*\"\n") },
+			want: []jvm.Reason{jvm.ReasonPortInUse}, busyPort: true})
+}()
 
 // buildReadyApp compiles testdata/readyapp into dir and returns it as a jvmtest.App.
 func buildReadyApp(t *testing.T, dir string) jvmtest.App {
@@ -186,6 +133,10 @@ func TestCorpusOfBadConfigsNeverHarmsAJVM(t *testing.T) {
 	t.Parallel()
 	if len(corpus) < 25 {
 		t.Fatalf("the corpus has %d cases, the issue asks for at least 25", len(corpus))
+	}
+	if jvmtest.ReasonConfigInvalid != string(jvm.ReasonConfigInvalid) || jvmtest.CorpusConfigSizeLimit != jvm.MaxConfigSize {
+		t.Fatalf("jvmtest's copies of jvm.ReasonConfigInvalid (%q) and jvm.MaxConfigSize (%d) are out of date",
+			jvmtest.ReasonConfigInvalid, jvmtest.CorpusConfigSizeLimit)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
