@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +56,8 @@ const (
 const imagePullGrace = 2 * time.Minute
 
 // ErrTooManyAttempts is returned when a container start already has
-// MaxAttempts ephemeral containers for the same purpose.
+// MaxAttempts ephemeral containers that ran the very same request (the
+// same command and config); a changed exporter is a new request.
 var ErrTooManyAttempts = errors.New("too many attempts for this container start")
 
 // EphemeralContainer is the Strategy that runs jmx-attach in an ephemeral
@@ -179,9 +181,9 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 			name = latest
 			break
 		}
-		if n >= s.maxAttempts() {
-			return Outcome{}, fmt.Errorf("%w (%d ephemeral containers %s*; the last, %s: %s)", ErrTooManyAttempts, n, prefix,
-				latest, lastWords(pod, latest))
+		if same := sameAttempts(pod, prefix, command, env); same >= s.maxAttempts() {
+			return Outcome{}, fmt.Errorf("%w (%d ephemeral containers %s* ran this very request; the last, %s: %s)", ErrTooManyAttempts,
+				same, prefix, latest, lastWords(pod, latest))
 		}
 		if have := OperatorContainers(pod); have >= s.budget() {
 			return Outcome{Refused: ReasonBudgetExhausted, Detail: fmt.Sprintf(
@@ -341,6 +343,27 @@ func latestAttempt(pod *corev1.Pod, prefix string) (name string, n int, running 
 		}
 	}
 	return name, n, true // added, not started yet
+}
+
+// sameAttempts counts the ephemeral containers with prefix that ran the
+// same command with the same config as this attempt would. Only they count
+// against the attempts of a container start: a changed exporter (another
+// config, port or pattern) is a new request, which the operator tries
+// again; the pod's budget (OperatorContainers) bounds them all.
+func sameAttempts(pod *corev1.Pod, prefix string, command []string, env string) int {
+	n := 0
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if !strings.HasPrefix(ec.Name, prefix) || !slices.Equal(ec.Command, command) {
+			continue
+		}
+		for _, e := range ec.Env {
+			if e.Name == ConfigEnv && e.Value == env {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // waitTerminated watches the pod until the ephemeral container name has

@@ -224,3 +224,35 @@ func TestPoolRunsOneJobPerKeyAndBoundsParallelism(t *testing.T) {
 		t.Fatal("a job whose context ended while queued ran")
 	}
 }
+
+// TestSameAttemptsCountsOnlyTheSameRequest checks what bounds the attempts
+// of a container start: the earlier ephemeral containers that ran the very
+// same command with the same config. Another config or command (a changed
+// exporter) is a new request and is not held back by the old ones; other
+// prefixes (another container start) never count.
+func TestSameAttemptsCountsOnlyTheSameRequest(t *testing.T) {
+	ec := func(name, cmd, env string) corev1.EphemeralContainer {
+		return corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: name, Command: []string{"/jmx-attach", cmd}, Env: []corev1.EnvVar{{Name: ConfigEnv, Value: env}}}}
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{EphemeralContainers: []corev1.EphemeralContainer{
+		ec("jmx-abc-1", "inject", "gzip+base64:A"),
+		ec("jmx-abc-2", "inject", "gzip+base64:B"),
+		ec("jmx-abc-3", "inject", "gzip+base64:A"),
+		ec("jmx-abc-4", "reconfigure", "gzip+base64:A"),
+		ec("jmx-xyz-1", "inject", "gzip+base64:A"),
+	}}}
+	for _, c := range []struct {
+		cmd, env string
+		want     int
+	}{
+		{"inject", "gzip+base64:A", 2},
+		{"inject", "gzip+base64:B", 1},
+		{"inject", "gzip+base64:C", 0},
+		{"reconfigure", "gzip+base64:A", 1},
+	} {
+		if got := sameAttempts(pod, "jmx-abc-", []string{"/jmx-attach", c.cmd}, c.env); got != c.want {
+			t.Errorf("%s with %s: %d earlier attempts, want %d", c.cmd, c.env, got, c.want)
+		}
+	}
+}
