@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -198,6 +199,9 @@ func TestTmpLinkJVMIsInjected(t *testing.T) {
 // bad config is refused by the agent with the collector's message in
 // ConfigValid=False, the JVM lives, and after the fix the agent serves it.
 func TestTemurin25ConfigsTheCollectorRejects(t *testing.T) {
+	if _, err := os.Stat(testimages.Temurin25Home + "/bin/java"); err != nil {
+		t.Skipf("no Temurin 25 JDK at %s to build the image from (install one there to run this test): %v", testimages.Temurin25Home, err)
+	}
 	needImage(t, testimages.Temurin25JVMRef, testimages.BuildTemurin25JVM)
 	ns := newNamespace(t, "e2e-temurin", nil)
 	deployOperator(t, ns, withArgs("--resync=2s", "--breaker-window=10s"))

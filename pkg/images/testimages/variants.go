@@ -24,8 +24,9 @@ const (
 	Temurin25JVMRef = "localhost/handlerkit/jvm-app-temurin25:v1"
 )
 
-// Temurin25Home is where the Temurin 25 JDK is, on the host (hack/prereqs.sh
-// installs it there) and in the Temurin25JVMRef image.
+// Temurin25Home is where the Temurin 25 JDK is, on the host (installed by
+// hand, as the pkg/jvm tests that run JDK 21 or later expect it) and in the
+// Temurin25JVMRef image.
 const Temurin25Home = "/usr/lib/jvm/temurin-25-jdk-amd64"
 
 // BuildTmpLinkJVM writes the image TmpLinkJVMRef into dir, or returns the
