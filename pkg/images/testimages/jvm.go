@@ -232,32 +232,7 @@ func appLayer(app JavaApp) (v1.Layer, []string, error) {
 // returns the archive an earlier build with the same inputs left there: the
 // cached Debian root filesystem with the JRE, plus app.
 func BuildJVMApp(ctx context.Context, dir, cacheDir string, app JavaApp) (Archive, error) {
-	name, err := archiveName("jvm-app", app)
-	if err != nil {
-		return Archive{}, err
-	}
-	if a, ok := cached(dir, name, JVMAppRef); ok {
-		return a, nil
-	}
-	_, base, err := JVMRootfs(ctx, cacheDir)
-	if err != nil {
-		return Archive{}, err
-	}
-	baseLayer, err := images.TarballLayer(base)
-	if err != nil {
-		return Archive{}, err
-	}
-	top, cmd, err := appLayer(app)
-	if err != nil {
-		return Archive{}, err
-	}
-	return writeImage(dir, name, images.Spec{
-		Ref:        JVMAppRef,
-		Layers:     []v1.Layer{baseLayer, top},
-		Cmd:        cmd,
-		Env:        []string{"JAVA_HOME=" + JavaHome},
-		WorkingDir: AppDir,
-	})
+	return buildJVMImage(ctx, dir, cacheDir, app, jvmImage{name: "jvm-app", ref: JVMAppRef, javaHome: JavaHome})
 }
 
 // BuildShelllessJVM writes the shell-less JVM image (ShelllessJVMRef) into

@@ -33,57 +33,21 @@ const Temurin25Home = "/usr/lib/jvm/temurin-25-jdk-amd64"
 // archive an earlier build left there: the JVMApp image with one more layer
 // in which /tmp is a symbolic link to /var/tmp, a directory of mode 1777.
 func BuildTmpLinkJVM(ctx context.Context, dir, cacheDir string, app JavaApp) (Archive, error) {
-	name, err := archiveName("jvm-app-tmplink", app)
-	if err != nil {
-		return Archive{}, err
-	}
-	if a, ok := cached(dir, name, TmpLinkJVMRef); ok {
-		return a, nil
-	}
-	_, base, err := JVMRootfs(ctx, cacheDir)
-	if err != nil {
-		return Archive{}, err
-	}
-	baseLayer, err := images.TarballLayer(base)
-	if err != nil {
-		return Archive{}, err
-	}
-	stage, err := os.MkdirTemp(dir, ".tmplink-")
-	if err != nil {
-		return Archive{}, err
-	}
-	defer os.RemoveAll(stage)
-	varTmp := filepath.Join(stage, "var", "tmp")
-	if err := os.MkdirAll(varTmp, 0o755); err != nil {
-		return Archive{}, err
-	}
-	if err := os.Chmod(filepath.Join(stage, "var"), 0o755); err != nil {
-		return Archive{}, err
-	}
-	if err := os.Chmod(varTmp, 0o777|os.ModeSticky); err != nil {
-		return Archive{}, err
-	}
-	// The upper layer's link hides the base layer's /tmp directory.
-	if err := os.Symlink("/var/tmp", filepath.Join(stage, "tmp")); err != nil {
-		return Archive{}, err
-	}
-	link, err := images.DirLayer(stage, dir)
-	if err != nil {
-		return Archive{}, err
-	}
-	top, cmd, err := appLayer(app)
-	if err != nil {
-		return Archive{}, err
-	}
-	archive, err := writeImage(dir, name, images.Spec{
-		Ref:        TmpLinkJVMRef,
-		Layers:     []v1.Layer{baseLayer, link, top},
-		Cmd:        cmd,
-		Env:        []string{"JAVA_HOME=" + JavaHome},
-		WorkingDir: AppDir,
-	})
-	removeLayerTemps(dir)
-	return archive, err
+	return buildJVMImage(ctx, dir, cacheDir, app, jvmImage{name: "jvm-app-tmplink", ref: TmpLinkJVMRef, javaHome: JavaHome,
+		stage: func(stage string) error {
+			varTmp := filepath.Join(stage, "var", "tmp")
+			if err := os.MkdirAll(varTmp, 0o755); err != nil {
+				return err
+			}
+			if err := os.Chmod(filepath.Join(stage, "var"), 0o755); err != nil {
+				return err
+			}
+			if err := os.Chmod(varTmp, 0o777|os.ModeSticky); err != nil {
+				return err
+			}
+			// The upper layer's link hides the base layer's /tmp directory.
+			return os.Symlink("/var/tmp", filepath.Join(stage, "tmp"))
+		}})
 }
 
 // temurinSkipped are the parts of the JDK a running JVM never reads (sources,
@@ -102,11 +66,31 @@ func BuildTemurin25JVM(ctx context.Context, dir, cacheDir string, app JavaApp) (
 		return Archive{}, fmt.Errorf("testimages: no Temurin 25 JDK: %w", err)
 	}
 	sum := sha256.Sum256(release)
-	name, err := archiveName(fmt.Sprintf("jvm-app-temurin25-%x", sum[:8]), app)
+	return buildJVMImage(ctx, dir, cacheDir, app, jvmImage{name: fmt.Sprintf("jvm-app-temurin25-%x", sum[:8]),
+		ref: Temurin25JVMRef, javaHome: Temurin25Home,
+		stage: func(stage string) error {
+			return stageTree(Temurin25Home, filepath.Join(stage, Temurin25Home), temurinSkipped)
+		}})
+}
+
+// jvmImage describes one image of the JVM application: the cached Debian
+// root filesystem with the JRE, an optional layer that stage fills, and the
+// app, run by javaHome's java.
+type jvmImage struct {
+	name, ref, javaHome string
+	// stage, when set, fills a directory that becomes the layer between the
+	// root filesystem and the app.
+	stage func(stage string) error
+}
+
+// buildJVMImage writes the image im into dir, or returns the archive an
+// earlier build with the same inputs left there.
+func buildJVMImage(ctx context.Context, dir, cacheDir string, app JavaApp, im jvmImage) (Archive, error) {
+	name, err := archiveName(im.name, app)
 	if err != nil {
 		return Archive{}, err
 	}
-	if a, ok := cached(dir, name, Temurin25JVMRef); ok {
+	if a, ok := cached(dir, name, im.ref); ok {
 		return a, nil
 	}
 	_, base, err := JVMRootfs(ctx, cacheDir)
@@ -117,32 +101,35 @@ func BuildTemurin25JVM(ctx context.Context, dir, cacheDir string, app JavaApp) (
 	if err != nil {
 		return Archive{}, err
 	}
-	stage, err := os.MkdirTemp(dir, ".temurin-")
-	if err != nil {
-		return Archive{}, err
-	}
-	defer os.RemoveAll(stage)
-	if err := stageTree(Temurin25Home, filepath.Join(stage, Temurin25Home), temurinSkipped); err != nil {
-		return Archive{}, err
-	}
-	jdk, err := images.DirLayer(stage, dir)
-	if err != nil {
-		return Archive{}, err
+	layers := []v1.Layer{baseLayer}
+	if im.stage != nil {
+		stage, err := os.MkdirTemp(dir, ".stage-")
+		if err != nil {
+			return Archive{}, err
+		}
+		defer os.RemoveAll(stage)
+		if err := im.stage(stage); err != nil {
+			return Archive{}, err
+		}
+		extra, err := images.DirLayer(stage, dir)
+		if err != nil {
+			return Archive{}, err
+		}
+		layers = append(layers, extra)
+		defer removeLayerTemps(dir)
 	}
 	top, cmd, err := appLayer(app)
 	if err != nil {
 		return Archive{}, err
 	}
-	cmd[0] = Temurin25Home + "/bin/java"
-	archive, err := writeImage(dir, name, images.Spec{
-		Ref:        Temurin25JVMRef,
-		Layers:     []v1.Layer{baseLayer, jdk, top},
+	cmd[0] = im.javaHome + "/bin/java"
+	return writeImage(dir, name, images.Spec{
+		Ref:        im.ref,
+		Layers:     append(layers, top),
 		Cmd:        cmd,
-		Env:        []string{"JAVA_HOME=" + Temurin25Home},
+		Env:        []string{"JAVA_HOME=" + im.javaHome},
 		WorkingDir: AppDir,
 	})
-	removeLayerTemps(dir)
-	return archive, err
 }
 
 // stageTree recreates the tree src at dst (creating dst's parents, mode
