@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,25 +96,8 @@ exec unshare --cgroup --mount --propagation private /bin/sh -c "$MOUNTCMD && exe
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), jvmtest.SampleReadyLine) {
-				ready <- true
-				_, _ = io.Copy(io.Discard, stdout)
-				return
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("JVM ended before it was ready: %s", stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("JVM not ready: %s", stderr.String())
+	if err := jvmtest.WaitReady(stdout, 60*time.Second); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
 	}
 	pid := cmd.Process.Pid
 

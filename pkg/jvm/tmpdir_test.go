@@ -1,8 +1,6 @@
 package jvm
 
 import (
-	"bufio"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,25 +32,8 @@ func startJVMInMountNS(t *testing.T, script string, env []string, java, classPat
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-exited })
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), jvmtest.SampleReadyLine) {
-				ready <- true
-				_, _ = io.Copy(io.Discard, out)
-				return
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("JVM ended before it was ready: %s", stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("JVM not ready in 60s: %s", stderr.String())
+	if err := jvmtest.WaitReady(out, 60*time.Second); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
 	}
 	return cmd.Process.Pid
 }

@@ -17,9 +17,11 @@ package jvmtest
 
 import (
 	"archive/zip"
+	"bufio"
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -222,4 +224,33 @@ func writeManifest(zw *zip.Writer, attrs map[string]string) error {
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// WaitReady reads the sample application's stdout from r until it prints SampleReadyLine, then keeps draining r
+// in the background, so that the application never blocks on a full pipe. It fails when r ends first or when
+// timeout passes.
+func WaitReady(r io.Reader, timeout time.Duration) error {
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), SampleReadyLine) {
+				ready <- true
+				_, _ = io.Copy(io.Discard, r)
+				return
+			}
+		}
+		ready <- false
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case ok := <-ready:
+		if !ok {
+			return errors.New("jvmtest: the application's output ended before it was ready")
+		}
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("jvmtest: the application was not ready within %s", timeout)
+	}
 }
