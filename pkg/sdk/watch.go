@@ -34,6 +34,19 @@ type watch struct {
 
 	mu  sync.Mutex
 	cur *watchRun
+
+	// metaOnce computes metaOnly, whether the watch's filters read metadata
+	// only, once rather than on every notification.
+	metaOnce sync.Once
+	metaOnly bool
+}
+
+// filtersReadMetadataOnly reports whether the watch has no map function and
+// only predicates that read metadata alone, so that they may run on cache
+// entries without decoding them.
+func (w *watch) filtersReadMetadataOnly() bool {
+	w.metaOnce.Do(func() { w.metaOnly = w.cfg.mapFn == nil && metadataOnly(w.cfg.predicates) })
+	return w.metaOnly
 }
 
 // watchRun is the state of a watch during one leadership term.
@@ -211,7 +224,7 @@ func (r *watchRun) notify(typ EventType, old, obj any) {
 	// there is, they get the entries and nothing is decoded.
 	var seen, seenOld runtime.Object
 	switch {
-	case w.cfg.mapFn == nil && metadataOnly(w.cfg.predicates):
+	case w.filtersReadMetadataOnly():
 		seen = ro
 		seenOld, _ = old.(runtime.Object)
 	default:
