@@ -35,6 +35,7 @@ const (
 	exitNoJVM       = 3 // --all found no JVM (or none matching --jvm)
 	exitBadAgent    = 4 // the agent jar, config or stdin bundle is invalid; no JVM was touched
 	exitListFailure = 5 // /proc could not be read
+	exitNoContainer = 6 // --container-id: not one process of the container could be identified; nothing touched
 )
 
 // defaultTerminationLog is where Kubernetes reads a container's termination message.
@@ -43,7 +44,7 @@ const defaultTerminationLog = "/dev/termination-log"
 const usageText = `jmx-attach finds running JVMs and loads a java agent (the Prometheus jmx_exporter) into them, in pure Go.
 
 Usage:
-  jmx-attach list [--json]
+  jmx-attach list [--json] [--container-id ID]
   jmx-attach inject (--agent JAR (--config FILE | --config-env NAME) | --bundle-stdin) --port N[,N...] (--pid P | --all) [flags]
   jmx-attach reconfigure (--config FILE | --config-env NAME | --bundle-stdin) (--pid P | --all) [flags]
   jmx-attach help [command]
@@ -61,20 +62,28 @@ Exit codes:
   3  --all found no JVM (or none matching --jvm)
   4  the agent jar, exporter config or stdin bundle is invalid; no JVM was touched
   5  /proc could not be read
+  6  --container-id: not one process of that container could be identified; nothing was touched
+
+Every command takes --container-id <runtime>://<64 hex digits> (the containerID of a pod's container status):
+only the processes of that container, found by their /proc/<pid>/cgroup, are considered; nothing else in
+/proc is read beyond its cgroup file. Run as root, jmx-attach handles a JVM of another user as that user (it
+runs itself again with the JVM's uid and gid), which needs CAP_SETUID and CAP_SETGID and nothing else.
 
 Run "jmx-attach help inject" for the result line format.
 `
 
-const listHelp = `Usage: jmx-attach list [--json]
+const listHelp = `Usage: jmx-attach list [--json] [--container-id ID]
 
 Lists the JVMs visible from here. A process counts as a JVM only when libjvm.so is mapped into it, so
 -XX:-UsePerfData JVMs are found and nothing else is. Columns: pid (in this PID namespace), nspid (in the
 JVM's own namespace), effective uid, age, Java version, and the main class or jar.
 
 Flags:
-  --json   print a JSON array of objects (fields as in pkg/jvm.JVM) instead of a table
+  --json               print a JSON array of objects (fields as in pkg/jvm.JVM) instead of a table
+  --container-id ID    only the processes of container ID (<runtime>://<64 hex digits>), by their cgroup
 
-Exit codes: 0 listed (possibly none), 2 bad command line, 5 /proc could not be read.
+Exit codes: 0 listed (possibly none), 2 bad command line, 5 /proc could not be read, 6 no process of the
+container could be identified.
 `
 
 const injectHelp = `Usage: jmx-attach inject (--agent JAR (--config FILE | --config-env NAME) | --bundle-stdin) --port N[,N...] (--pid P | --all) [flags]
@@ -135,6 +144,13 @@ Flags:
   --termination-log F   also write the results to F when it exists, as JSON lines that fit in 4,096 bytes
                         (default /dev/termination-log)
   --extra-config-keys K comma-separated top-level config keys to accept besides the known jmx_exporter ones
+  --container-id ID     only the processes of container ID (<runtime>://<64 hex digits>, a pod's
+                        status.containerStatuses[].containerID): a process belongs when its /proc/<pid>/cgroup
+                        names the id (or, run inside that container, is this process's own cgroup). Nothing
+                        else in /proc is read beyond its cgroup file, a --pid outside it is container-not-found,
+                        and when not one process of it can be identified the result is container-not-found
+                        (exit 6), never the rest of /proc. Before its injections, the copies of JVMs of the
+                        container that are gone are removed from --target-dir
 
 Result lines: one per JVM. With --json each is a JSON object (Go type pkg/jvm.InjectResult; parse it with
 jvm.ParseInjectResult, the termination log with jvm.ParseTerminationLog):
@@ -150,7 +166,8 @@ process-gone, invalid-request, internal (docs/jmx-attach.md explains each). An o
 such as a new httpServer section that takes effect only at the JVM's next start.
 
 Exit codes: 0 all ok or already injected, 1 some JVM failed, 2 bad command line, 3 --all found no JVM (or
-none matching --jvm), 4 agent jar, config or bundle invalid (nothing touched), 5 /proc could not be read.
+none matching --jvm), 4 agent jar, config or bundle invalid (nothing touched), 5 /proc could not be read,
+6 no process of the --container-id container could be identified (nothing touched).
 `
 
 const reconfigureHelp = `Usage: jmx-attach reconfigure (--config FILE | --config-env NAME | --bundle-stdin) (--pid P | --all) [flags]
@@ -177,13 +194,15 @@ Flags:
   --reload-timeout D    wait this long for the agent's verdict on the new config (default 15s)
   --termination-log F   also write the results to F when it exists (default /dev/termination-log)
   --extra-config-keys K comma-separated top-level config keys to accept besides the known jmx_exporter ones
+  --container-id ID     only the processes of container ID, as for inject
 
 Result lines are those of inject. status is "ok" (replaced), "unchanged" (already held these bytes; a
 success) or "error" with a reason such as not-injected, config-invalid, config-rejected, bundle-invalid,
 copy-failed, lock-failed, proc-access-denied, not-jvm, process-gone, internal (no verdict in time). port is the agent's port, from the marker.
 
 Exit codes: 0 every JVM reconfigured or unchanged, 1 some JVM failed, 2 bad command line, 3 --all found no
-JVM (or none matching --jvm), 4 config or bundle invalid (nothing touched), 5 /proc could not be read.
+JVM (or none matching --jvm), 4 config or bundle invalid (nothing touched), 5 /proc could not be read, 6 no
+process of the --container-id container could be identified.
 `
 
 func main() {
@@ -257,12 +276,21 @@ func parseFlags(fs *flag.FlagSet, args []string, help string, stdout, stderr io.
 func runList(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("list")
 	asJSON := fs.Bool("json", false, "")
+	containerID := fs.String("container-id", "", "")
 	if code, stop := parseFlags(fs, args, listHelp, stdout, stderr); stop {
 		return code
 	}
-	jvms, err := jvm.Discover()
+	container, err := parseContainer(*containerID)
+	if err != nil {
+		fmt.Fprintf(stderr, "jmx-attach list: %v\n\n%s", err, listHelp)
+		return exitUsage
+	}
+	jvms, err := jvm.DiscoverIn(container)
 	if err != nil {
 		fmt.Fprintf(stderr, "jmx-attach list: %v\n", err)
+		if jvm.ReasonOf(err) == jvm.ReasonContainerNotFound {
+			return exitNoContainer
+		}
 		return exitListFailure
 	}
 	if *asJSON {
@@ -391,13 +419,20 @@ func configBytes(a jvm.Agent) ([]byte, error) {
 
 // selectTargets returns the pids to work on: --pid, or with --all the JVMs found (waiting up to wait for one)
 // that match the --jvm patterns. It returns an exit code when there is nothing to do.
-func selectTargets(ctx context.Context, cmd string, pid int, all bool, wait time.Duration, patterns []string, stderr io.Writer) ([]jvm.JVM, []int, int, bool) {
+func selectTargets(ctx context.Context, cmd string, container *jvm.Container, pid int, all bool, wait time.Duration, patterns []string,
+	out *resultWriter, termination string, stderr io.Writer) ([]jvm.JVM, []int, int, bool) {
 	if !all {
 		return nil, []int{pid}, 0, false
 	}
-	jvms, unmatched, err := jvm.WaitForJVMs(ctx, wait, patterns)
+	jvms, unmatched, err := jvm.WaitForJVMsIn(ctx, container, wait, patterns)
 	if err != nil {
 		fmt.Fprintf(stderr, "jmx-attach %s: %v\n", cmd, err)
+		if jvm.ReasonOf(err) == jvm.ReasonContainerNotFound {
+			// The result line (and termination log) says why, in the shape the operator reads.
+			out.add(jvm.InjectResult{Status: jvm.OutcomeError, Reason: jvm.ReasonContainerNotFound, Message: err.Error()})
+			out.writeTerminationLog(termination, stderr)
+			return nil, nil, exitNoContainer, true
+		}
 		return nil, nil, exitListFailure, true
 	}
 	if len(jvms) == 0 {
@@ -438,11 +473,16 @@ func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		targetDir   = fs.String("target-dir", jvm.DefaultTargetDir, "")
 		termination = fs.String("termination-log", defaultTerminationLog, "")
 		extraKeys   = fs.String("extra-config-keys", "", "")
+		containerID = fs.String("container-id", "", "")
 	)
 	if code, stop := parseFlags(fs, args, injectHelp, stdout, stderr); stop {
 		return code
 	}
 	problems := input.check()
+	container, err := parseContainer(*containerID)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
 	ports, err := parsePorts(*portList)
 	if err != nil {
 		problems = append(problems, err.Error())
@@ -466,9 +506,12 @@ func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "jmx-attach inject: %s\n\n%s", strings.Join(problems, "; "), injectHelp)
 		return exitUsage
 	}
+	child := childFlags{"--min-age", minAge.String(), "--wait", wait.String(), "--attach-timeout", attachTO.String(),
+		"--http-timeout", httpTO.String(), "--reload-timeout", reloadTO.String(), "--min-memory-headroom", strconv.FormatInt(minHeadroom, 10),
+		"--target-dir", *targetDir, "--extra-config-keys", *extraKeys, "--container-id", *containerID}
 	in, err := jvm.NewInjector(jvm.WithMinAge(*minAge), jvm.WithWait(*wait), jvm.WithAttachTimeout(*attachTO),
 		jvm.WithHTTPTimeout(*httpTO), jvm.WithReloadTimeout(*reloadTO), jvm.WithMinMemoryHeadroom(minHeadroom), jvm.WithTargetDir(*targetDir),
-		jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
+		jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...), jvm.WithContainer(container), jvm.WithUserRunner(child.run(stderr)))
 	if err != nil {
 		fmt.Fprintf(stderr, "jmx-attach inject: %v\n", err)
 		return exitUsage
@@ -477,11 +520,11 @@ func runInject(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	agent, inputErr := input.agent(stdin)
 	agent.Port, agent.Host = ports[0], *host
 
-	jvms, pids, code, stop := selectTargets(ctx, "inject", *pid, *all, *wait, pats, stderr)
+	out := &resultWriter{stdout: stdout, asJSON: *asJSON}
+	jvms, pids, code, stop := selectTargets(ctx, "inject", container, *pid, *all, *wait, pats, out, *termination, stderr)
 	if stop {
 		return code
 	}
-	out := &resultWriter{stdout: stdout, asJSON: *asJSON}
 	// The jar and config are the same for every JVM: check them once, before any JVM is looked at closely.
 	if inputErr == nil {
 		inputErr = in.Precheck(agent)
@@ -519,11 +562,16 @@ func runReconfigure(ctx context.Context, args []string, stdin io.Reader, stdout,
 		reloadTO    = fs.Duration("reload-timeout", jvm.DefaultReloadTimeout, "")
 		termination = fs.String("termination-log", defaultTerminationLog, "")
 		extraKeys   = fs.String("extra-config-keys", "", "")
+		containerID = fs.String("container-id", "", "")
 	)
 	if code, stop := parseFlags(fs, args, reconfigureHelp, stdout, stderr); stop {
 		return code
 	}
 	problems := append(input.check(), checkTarget(*pid, *all, patterns)...)
+	container, err := parseContainer(*containerID)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
 	pats, err := jvm.ParseJVMPatterns(patterns...)
 	if err != nil {
 		problems = append(problems, err.Error())
@@ -532,7 +580,9 @@ func runReconfigure(ctx context.Context, args []string, stdin io.Reader, stdout,
 		fmt.Fprintf(stderr, "jmx-attach reconfigure: %s\n\n%s", strings.Join(problems, "; "), reconfigureHelp)
 		return exitUsage
 	}
-	in, err := jvm.NewInjector(jvm.WithReloadTimeout(*reloadTO), jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...))
+	child := childFlags{"--reload-timeout", reloadTO.String(), "--extra-config-keys", *extraKeys, "--container-id", *containerID}
+	in, err := jvm.NewInjector(jvm.WithReloadTimeout(*reloadTO), jvm.WithExtraConfigKeys(splitKeys(*extraKeys)...),
+		jvm.WithContainer(container), jvm.WithUserRunner(child.run(stderr)))
 	if err != nil {
 		fmt.Fprintf(stderr, "jmx-attach reconfigure: %v\n", err)
 		return exitUsage
@@ -547,11 +597,11 @@ func runReconfigure(ctx context.Context, args []string, stdin io.Reader, stdout,
 			inputErr = &jvm.AttachError{Reason: jvm.ReasonConfigInvalid, Msg: "exporter config", Err: err}
 		}
 	}
-	_, pids, code, stop := selectTargets(ctx, "reconfigure", *pid, *all, 0, pats, stderr)
+	out := &resultWriter{stdout: stdout, asJSON: *asJSON}
+	_, pids, code, stop := selectTargets(ctx, "reconfigure", container, *pid, *all, 0, pats, out, *termination, stderr)
 	if stop {
 		return code
 	}
-	out := &resultWriter{stdout: stdout, asJSON: *asJSON}
 	if inputErr != nil {
 		for _, p := range pids {
 			out.add(jvm.InjectResult{PID: p, Status: jvm.OutcomeError, Reason: jvm.ReasonOf(inputErr), Message: inputErr.Error()})
@@ -564,6 +614,18 @@ func runReconfigure(ctx context.Context, args []string, stdin io.Reader, stdout,
 		results = append(results, in.Reconfigure(ctx, p, config))
 	}
 	return out.finish(results, *termination, stderr)
+}
+
+// parseContainer returns the container --container-id names, nil when it is empty.
+func parseContainer(id string) (*jvm.Container, error) {
+	if id == "" {
+		return nil, nil
+	}
+	c, err := jvm.NewContainer(id)
+	if err != nil {
+		return nil, fmt.Errorf("--container-id: %w", err)
+	}
+	return c, nil
 }
 
 // checkTarget returns the command line problems of --pid, --all and --jvm.

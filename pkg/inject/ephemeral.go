@@ -80,14 +80,14 @@ func (s *EphemeralContainer) Name() string { return "EphemeralContainer" }
 
 // Inject implements Strategy.
 func (s *EphemeralContainer) Inject(ctx context.Context, t Target, r Request) (Outcome, error) {
-	args := append([]string{r.AttachHelperPath, "inject"}, injectArgs(r, true)...)
+	args := append([]string{r.AttachHelperPath, "inject"}, injectArgs(t, r, true)...)
 	args = append(args, "--agent", r.AgentPath, "--config-env", ConfigEnv)
 	return s.run(ctx, t, r, InjectContainerPrefix(t.Container, t.ContainerID), args)
 }
 
 // Reconfigure implements Strategy.
 func (s *EphemeralContainer) Reconfigure(ctx context.Context, t Target, r Request) (Outcome, error) {
-	args := append([]string{r.AttachHelperPath, "reconfigure"}, reconfigureArgs(r, true)...)
+	args := append([]string{r.AttachHelperPath, "reconfigure"}, reconfigureArgs(t, r, true)...)
 	args = append(args, "--config-env", ConfigEnv)
 	return s.run(ctx, t, r, ReconfigureContainerPrefix(t.Container, t.ContainerID, r.Config), args)
 }
@@ -257,48 +257,93 @@ func lastWords(pod *corev1.Pod, name string) string {
 	return "no status"
 }
 
-// SecurityContext is the ephemeral container's security context: as small as
-// the job allows.
+// SecurityContext is the ephemeral container's security context: the least
+// the JVM's case needs, and never more than the namespace already admitted
+// for the target container. It never has SYS_PTRACE. Every case has
+// allowPrivilegeEscalation false (no_new_privs), a read-only root file
+// system and the runtime's default seccomp profile.
 //
-//   - A JVM of a known non-root user: jmx-attach runs as that user and group
-//     with every capability dropped, which the restricted Pod Security level
-//     admits.
-//   - A JVM running as root: jmx-attach runs as root with exactly the
-//     capabilities of the JVM's container (the kernel lets a process read
-//     another's /proc entries only if it holds every capability the other
-//     holds), which is what the namespace already admitted for the target.
-//   - A JVM whose user is unknown (neither the container status nor a
-//     runAsUser says it): root with the capabilities to reach a process of
-//     any user: SYS_PTRACE for its /proc entries, SETUID and SETGID to connect
-//     with its credentials, KILL for SIGQUIT, DAC_OVERRIDE, CHOWN and FOWNER
-//     for the copies. The baseline level refuses SYS_PTRACE; docs/operator.md
-//     says how to make the user known.
+//   - A JVM of a known non-root user (the container status's user.linux, or
+//     runAsUser and runAsGroup): jmx-attach runs as that uid and gid with
+//     every capability dropped, which the restricted Pod Security level
+//     admits. It reaches that user's JVMs as their owner; a JVM of another
+//     user in the container is reported unreachable (proc-access-denied),
+//     never forced.
+//   - A root JVM, or a user that is unknown: jmx-attach runs as root with
+//     exactly the target container's capabilities, written relative to the
+//     runtime's default set (DefaultCapabilities): the defaults the target
+//     lacks are dropped ("ALL" when it has none of them), and only what the
+//     target itself added is added. A target within the baseline level so
+//     yields an ephemeral container within it; for a target with the default
+//     set nothing is added or dropped. The kernel lets root read a root
+//     JVM's /proc entries without SYS_PTRACE because jmx-attach holds every
+//     capability the JVM holds. A JVM of another, non-root user is handled
+//     by jmx-attach running itself again as that JVM's uid and gid, which
+//     uses SETUID and SETGID from the default set and leaves the new process
+//     without any capability, so DAC_OVERRIDE, CHOWN, FOWNER, KILL and
+//     SYS_PTRACE are never needed for it; a target that dropped SETUID or
+//     SETGID gets that JVM reported unreachable with its reason.
+//
+// docs/jmx-attach.md lists the exact sets.
 func SecurityContext(t Target) *corev1.SecurityContext {
 	sc := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
 		ReadOnlyRootFilesystem:   ptr.To(true),
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
-	switch {
-	case t.UID != nil && t.GID != nil && *t.UID != 0:
+	if t.UID != nil && t.GID != nil && *t.UID != 0 {
 		sc.RunAsUser = ptr.To(*t.UID)
 		sc.RunAsGroup = ptr.To(*t.GID)
 		sc.RunAsNonRoot = ptr.To(true)
-	case t.UID != nil && t.GID != nil:
-		sc.RunAsUser = ptr.To(int64(0))
-		sc.RunAsGroup = ptr.To(*t.GID)
-		sc.RunAsNonRoot = ptr.To(false)
-		if len(t.Capabilities) > 0 {
-			sc.Capabilities.Add = append([]corev1.Capability(nil), t.Capabilities...)
-		}
-	default:
-		sc.RunAsUser = ptr.To(int64(0))
-		sc.RunAsGroup = ptr.To(int64(0))
-		sc.RunAsNonRoot = ptr.To(false)
-		sc.Capabilities.Add = []corev1.Capability{"SYS_PTRACE", "SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "CHOWN", "FOWNER"}
+		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+		return sc
 	}
+	sc.RunAsUser = ptr.To(int64(0))
+	sc.RunAsGroup = ptr.To(int64(0))
+	if t.GID != nil {
+		sc.RunAsGroup = ptr.To(*t.GID)
+	}
+	sc.RunAsNonRoot = ptr.To(false)
+	sc.Capabilities = relativeCapabilities(t.Capabilities)
 	return sc
+}
+
+// relativeCapabilities writes the capability set have (nil: the runtime's
+// default set) as drops from and additions to DefaultCapabilities. SYS_PTRACE
+// is never added, even for a target that has it.
+func relativeCapabilities(have []corev1.Capability) *corev1.Capabilities {
+	caps := &corev1.Capabilities{}
+	if have == nil {
+		return caps
+	}
+	set := map[corev1.Capability]bool{}
+	for _, c := range have {
+		set[c] = true
+	}
+	if set["ALL"] {
+		caps.Add = []corev1.Capability{"ALL"}
+		caps.Drop = []corev1.Capability{"SYS_PTRACE"}
+		return caps
+	}
+	defaults := map[corev1.Capability]bool{}
+	kept := 0
+	for _, c := range DefaultCapabilities {
+		defaults[c] = true
+		if set[c] {
+			kept++
+		} else {
+			caps.Drop = append(caps.Drop, c)
+		}
+	}
+	if kept == 0 {
+		caps.Drop = []corev1.Capability{"ALL"}
+	}
+	for _, c := range have {
+		if !defaults[c] && c != "SYS_PTRACE" {
+			caps.Add = append(caps.Add, c)
+		}
+	}
+	return caps
 }
 
 // sameContainerStart says whether the pod is the target's pod and its

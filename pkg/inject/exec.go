@@ -26,8 +26,11 @@ import (
 // part of the script, so nothing from a spec or a pod reaches a shell parser.
 const (
 	// stageScript writes stdin (jmx-attach) into a new private directory and
-	// prints the file's path.
-	stageScript = `umask 077 && d=$(mktemp -d) && cat > "$d/jmx-attach" && chmod 0700 "$d/jmx-attach" && printf '%s\n' "$d/jmx-attach"`
+	// prints the file's path. The directory is the container user's alone;
+	// the file is executable by all so that jmx-attach, run as root, can run
+	// itself again (through /proc/self/exe, which no directory permission
+	// stands in front of) as the uid of a JVM of another user.
+	stageScript = `umask 077 && d=$(mktemp -d) && cat > "$d/jmx-attach" && chmod 0755 "$d/jmx-attach" && printf '%s\n' "$d/jmx-attach"`
 	// runScript runs the staged jmx-attach ("$0") with its arguments ("$@"),
 	// stdin passed on, then removes it and its directory.
 	runScript = `"$0" "$@"; rc=$?; rm -f -- "$0"; rmdir -- "${0%/*}" 2>/dev/null; exit $rc`
@@ -62,7 +65,7 @@ func (s *Exec) Inject(ctx context.Context, t Target, r Request) (Outcome, error)
 	if err != nil {
 		return Outcome{}, err
 	}
-	return s.run(ctx, t, append([]string{"inject"}, append(injectArgs(r, false), "--bundle-stdin")...), stdin)
+	return s.run(ctx, t, append([]string{"inject"}, append(injectArgs(t, r, false), "--bundle-stdin")...), stdin)
 }
 
 // Reconfigure implements Strategy.
@@ -71,7 +74,7 @@ func (s *Exec) Reconfigure(ctx context.Context, t Target, r Request) (Outcome, e
 	if err != nil {
 		return Outcome{}, err
 	}
-	return s.run(ctx, t, append([]string{"reconfigure"}, append(reconfigureArgs(r, false), "--bundle-stdin")...), stdin)
+	return s.run(ctx, t, append([]string{"reconfigure"}, append(reconfigureArgs(t, r, false), "--bundle-stdin")...), stdin)
 }
 
 func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (Outcome, error) {

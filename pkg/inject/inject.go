@@ -48,7 +48,13 @@ const (
 	exitUsage       = 2
 	exitNoJVM       = 3
 	exitInvalidArgs = 4
+	exitNoContainer = 6
 )
+
+// ErrContainerNotFound is returned (wrapped) when jmx-attach could not
+// identify one process of the target container (reason container-not-found):
+// it touched nothing, and never looks at other processes instead.
+var ErrContainerNotFound = errors.New("container-not-found: no process of the target container could be identified")
 
 // Target is one container of a running pod.
 type Target struct {
@@ -172,10 +178,11 @@ type Strategy interface {
 }
 
 // injectArgs are jmx-attach's arguments after the command name, except where
-// the agent and config come from.
-func injectArgs(r Request, termLog bool) []string {
+// the agent and config come from. --container-id limits jmx-attach to the
+// target container's processes, whatever else shares its PID namespace.
+func injectArgs(t Target, r Request, termLog bool) []string {
 	args := []string{"--all", "--port", strconv.Itoa(int(r.Port)), "--json", "--min-age", "0",
-		"--wait", r.Wait.String()}
+		"--wait", r.Wait.String(), "--container-id", t.ContainerID}
 	for _, p := range r.JVMs {
 		args = append(args, "--jvm", p)
 	}
@@ -186,8 +193,8 @@ func injectArgs(r Request, termLog bool) []string {
 }
 
 // reconfigureArgs are the arguments of `jmx-attach reconfigure`.
-func reconfigureArgs(r Request, termLog bool) []string {
-	args := []string{"--all", "--json"}
+func reconfigureArgs(t Target, r Request, termLog bool) []string {
+	args := []string{"--all", "--json", "--container-id", t.ContainerID}
 	for _, p := range r.JVMs {
 		args = append(args, "--jvm", p)
 	}
@@ -218,6 +225,8 @@ func parseOutcome(out []byte, exitCode int) (Outcome, error) {
 	}
 	o.Detail = truncate(strings.Join(other, "; "), 512)
 	switch {
+	case exitCode == exitNoContainer:
+		return o, fmt.Errorf("%w: %s", ErrContainerNotFound, o.Detail)
 	case exitCode == exitNoJVM:
 		o.NoJVM = true
 		return o, nil

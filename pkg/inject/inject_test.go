@@ -3,7 +3,9 @@ package inject
 import (
 	"bytes"
 	"context"
+	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,31 +98,81 @@ func TestLatestAttempt(t *testing.T) {
 	}
 }
 
-func TestSecurityContext(t *testing.T) {
-	// A known non-root user: that user, nothing else.
-	sc := SecurityContext(Target{UID: ptr.To(int64(1001)), GID: ptr.To(int64(1002))})
-	if *sc.RunAsUser != 1001 || *sc.RunAsGroup != 1002 || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation ||
-		len(sc.Capabilities.Add) != 0 || sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Errorf("non-root: %+v", sc)
-	}
-	// Root: exactly the target's capabilities.
-	caps := ContainerCapabilities(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW", "CAP_MKNOD"}}})
-	sc = SecurityContext(Target{UID: ptr.To(int64(0)), GID: ptr.To(int64(0)), Capabilities: caps})
-	if *sc.RunAsUser != 0 || len(sc.Capabilities.Add) != len(DefaultCapabilities)-2 {
-		t.Errorf("root: %+v", sc.Capabilities)
-	}
-	for _, c := range sc.Capabilities.Add {
-		if c == "NET_RAW" || c == "MKNOD" || c == "SYS_PTRACE" {
-			t.Errorf("root helper holds %s", c)
+// baselineAddable are the capabilities the baseline Pod Security level lets
+// a container add.
+var baselineAddable = map[corev1.Capability]bool{"AUDIT_WRITE": true, "CHOWN": true, "DAC_OVERRIDE": true, "FOWNER": true,
+	"FSETID": true, "KILL": true, "MKNOD": true, "NET_BIND_SERVICE": true, "SETFCAP": true, "SETGID": true, "SETPCAP": true,
+	"SETUID": true, "SYS_CHROOT": true}
+
+func TestSecurityContextIsTheLeastEachCaseNeeds(t *testing.T) {
+	common := func(name string, sc *corev1.SecurityContext) {
+		t.Helper()
+		if *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+			sc.Privileged != nil || containsCap(sc.Capabilities.Add, "SYS_PTRACE") {
+			t.Errorf("%s: %+v", name, sc)
+		}
+		for _, c := range sc.Capabilities.Add {
+			if !baselineAddable[c] && name != "privileged" && name != "added beyond baseline" {
+				t.Errorf("%s: adds %s, which baseline refuses", name, c)
+			}
 		}
 	}
-	if got := ContainerCapabilities(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}}}); len(got) != 1 || got[0] != "NET_BIND_SERVICE" {
-		t.Errorf("drop ALL add one: %v", got)
+	// A known non-root user: that user, every capability dropped (restricted).
+	sc := SecurityContext(Target{UID: ptr.To(int64(1001)), GID: ptr.To(int64(1002)), Capabilities: DefaultCapabilities})
+	common("non-root", sc)
+	if *sc.RunAsUser != 1001 || *sc.RunAsGroup != 1002 || !*sc.RunAsNonRoot || len(sc.Capabilities.Add) != 0 ||
+		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("non-root: %+v", sc)
 	}
-	// Unknown user: root with what reaching any user takes.
-	sc = SecurityContext(Target{})
-	if *sc.RunAsUser != 0 || !containsCap(sc.Capabilities.Add, "SYS_PTRACE") || !containsCap(sc.Capabilities.Add, "SETUID") {
-		t.Errorf("unknown: %+v", sc.Capabilities)
+	for _, tc := range []struct {
+		name       string
+		target     Target
+		drop, add  []corev1.Capability
+		runAsGroup int64
+	}{
+		// A root JVM with the runtime's default set: nothing added, nothing dropped.
+		{"root, default set", Target{UID: ptr.To(int64(0)), GID: ptr.To(int64(0)), Capabilities: ContainerCapabilities(nil)}, nil, nil, 0},
+		// The user unknown: the same, relative to the defaults; never SYS_PTRACE.
+		{"unknown, default set", Target{Capabilities: ContainerCapabilities(nil)}, nil, nil, 0},
+		{"unknown, nothing known of the container", Target{}, nil, nil, 0},
+		{"root, some dropped", Target{UID: ptr.To(int64(0)), GID: ptr.To(int64(5)),
+			Capabilities: ContainerCapabilities(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW", "CAP_MKNOD", "SETUID"}}})},
+			[]corev1.Capability{"MKNOD", "NET_RAW", "SETUID"}, nil, 5},
+		{"root, all dropped", Target{UID: ptr.To(int64(0)), GID: ptr.To(int64(0)),
+			Capabilities: ContainerCapabilities(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}})},
+			[]corev1.Capability{"ALL"}, nil, 0},
+		{"root, all dropped, one added", Target{UID: ptr.To(int64(0)), GID: ptr.To(int64(0)),
+			Capabilities: ContainerCapabilities(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}}})},
+			[]corev1.Capability{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}, nil, 0},
+		{"added beyond baseline", Target{Capabilities: ContainerCapabilities(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"}}})},
+			nil, []corev1.Capability{"NET_ADMIN"}, 0},
+		{"privileged", Target{Capabilities: ContainerCapabilities(&corev1.SecurityContext{Privileged: ptr.To(true)})},
+			[]corev1.Capability{"SYS_PTRACE"}, []corev1.Capability{"ALL"}, 0},
+	} {
+		sc := SecurityContext(tc.target)
+		common(tc.name, sc)
+		if *sc.RunAsUser != 0 || *sc.RunAsNonRoot || *sc.RunAsGroup != tc.runAsGroup ||
+			!slices.Equal(sc.Capabilities.Drop, tc.drop) || !slices.Equal(sc.Capabilities.Add, tc.add) {
+			t.Errorf("%s: runAs %d:%d, drop %v add %v; want drop %v add %v", tc.name, *sc.RunAsUser, *sc.RunAsGroup,
+				sc.Capabilities.Drop, sc.Capabilities.Add, tc.drop, tc.add)
+		}
+	}
+}
+
+func TestBothStrategiesPassTheContainerID(t *testing.T) {
+	const id = "containerd://0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	tg := Target{ContainerID: id}
+	for name, args := range map[string][]string{
+		"inject":      injectArgs(tg, Request{Port: 9404}, true),
+		"reconfigure": reconfigureArgs(tg, Request{}, false),
+	} {
+		i := slices.Index(args, "--container-id")
+		if i < 0 || i+1 >= len(args) || args[i+1] != id {
+			t.Errorf("%s: %q", name, args)
+		}
+	}
+	if _, err := parseOutcome([]byte(`{"pid":0,"status":"error","reason":"container-not-found","message":"x"}`), exitNoContainer); !errors.Is(err, ErrContainerNotFound) {
+		t.Errorf("exit 6: %v", err)
 	}
 }
 
@@ -158,7 +210,7 @@ func TestExecArgumentsAreNeverPartOfTheScript(t *testing.T) {
 	// The scripts are constants; values (a pattern from a spec, here) arrive
 	// as separate argv elements after the script, which sh gives the script
 	// as "$0" and "$@" without parsing them.
-	args := append([]string{"/bin/sh", "-c", runScript, "/tmp/x/jmx-attach"}, injectArgs(Request{Port: 9404, JVMs: []string{"$(reboot)"}}, false)...)
+	args := append([]string{"/bin/sh", "-c", runScript, "/tmp/x/jmx-attach"}, injectArgs(Target{}, Request{Port: 9404, JVMs: []string{"$(reboot)"}}, false)...)
 	if args[2] != runScript || strings.Contains(runScript, "reboot") || !containsArg(args, "$(reboot)") {
 		t.Fatalf("argv %q", args)
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // procRoot is where procfs is mounted.
@@ -71,6 +73,26 @@ type JVM struct {
 // mapped into it; a name such as "java" is not enough, and /tmp/hsperfdata_* is not used at all because
 // -XX:-UsePerfData removes it. Processes that vanish or cannot be read while listing are skipped.
 func Discover() ([]JVM, error) {
+	return DiscoverIn(nil)
+}
+
+// DiscoverIn is Discover limited to the processes of container c (all of /proc when c is nil). Of a process
+// outside c only /proc/<pid>/cgroup is read. When not one process of c can be identified it returns an error
+// with ReasonContainerNotFound, never the JVMs of the rest of /proc.
+func DiscoverIn(c *Container) ([]JVM, error) {
+	if c != nil {
+		pids, err := ContainerPIDs(c)
+		if err != nil {
+			return nil, err
+		}
+		var out []JVM
+		for _, pid := range pids {
+			if j, err := Inspect(pid); err == nil {
+				out = append(out, j)
+			}
+		}
+		return out, nil
+	}
 	entries, err := os.ReadDir(procRoot)
 	if err != nil {
 		return nil, fmt.Errorf("discover: %w", err)
@@ -93,8 +115,21 @@ func Discover() ([]JVM, error) {
 }
 
 // Inspect describes the process pid. It returns an error wrapping ErrNotJVM when the process is not a HotSpot
-// JVM, and one wrapping ErrProcessGone when it does not exist.
+// JVM, and one wrapping ErrProcessGone when it does not exist. Run as root, it reads the /proc entries of a
+// process of another user with that user's filesystem ids (see asProcessFSUser), so it needs no
+// CAP_SYS_PTRACE for them.
 func Inspect(pid int) (JVM, error) {
+	var j JVM
+	err := asProcessFSUser(pid, func() error {
+		var err error
+		j, err = inspect(pid)
+		return err
+	})
+	return j, err
+}
+
+// inspect is Inspect on the calling thread's credentials.
+func inspect(pid int) (JVM, error) {
 	if pid <= 0 {
 		return JVM{}, fmt.Errorf("inspect pid %d: invalid pid", pid)
 	}
@@ -172,6 +207,8 @@ func accessDenied(pid int, err error) error {
 	self, serr := readStatus(os.Getpid())
 	switch {
 	case terr != nil || serr != nil:
+	case target.UID[3] != self.UID[3] && self.UID[1] == 0 && (!self.HasCapability(unix.CAP_SETUID) || !self.HasCapability(unix.CAP_SETGID)):
+		msg += fmt.Sprintf(" (it runs as uid %d; this process runs as root without CAP_SETUID and CAP_SETGID, so it cannot act as the JVM's user, and without CAP_SYS_PTRACE: keep SETUID and SETGID, or run jmx-attach as the JVM's user)", target.UID[1])
 	case target.UID[3] != self.UID[3] && self.UID[3] != 0:
 		msg += fmt.Sprintf(" (it runs as uid %d, this process as uid %d: run jmx-attach as the JVM's user)", target.UID[1], self.UID[1])
 	case target.CapPrm&^self.CapPrm != 0:

@@ -130,6 +130,16 @@ func WithWait(d time.Duration) Option {
 	}
 }
 
+// WithContainer limits the Injector to the processes of container c: Inject and Reconfigure refuse a pid that
+// is not one of its processes with ReasonContainerNotFound before reading anything else of it. Default: no
+// limit.
+func WithContainer(c *Container) Option {
+	return func(in *Injector) error {
+		in.container = c
+		return nil
+	}
+}
+
 // Backoff of WithWait's polling.
 const (
 	waitPollMin = 50 * time.Millisecond
@@ -146,6 +156,8 @@ type Injector struct {
 	minHeadroom   int64
 	targetDir     string
 	extraKeys     []string
+	container     *Container
+	asUser        UserRunner
 }
 
 // NewInjector returns an Injector with the defaults documented on each option.
@@ -222,6 +234,9 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 		res.Message = err.Error()
 		return res
 	}
+	if in.container != nil && !in.container.Contains(pid) {
+		return fail(notInContainer(in.container, pid))
+	}
 	var waitUntil time.Time
 	if in.wait > 0 {
 		waitUntil = time.Now().Add(in.wait)
@@ -234,6 +249,9 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	files, err := in.precheck(a)
 	if err != nil {
 		return fail(err)
+	}
+	if user, ok := in.otherUser(j); ok {
+		return in.runAsUser(ctx, UserRequest{JVM: j, User: user, Agent: a, Jar: files.jar.data, Config: files.config.data}, res)
 	}
 	// From the marker check to the marker write, no other injection of this JVM may run.
 	lock, err := lockJVM(ctx, j, in.lockWait())
@@ -258,7 +276,10 @@ func (in *Injector) Inject(ctx context.Context, pid int, a Agent) InjectResult {
 	if err := in.waitListenerReachable(ctx, j, waitUntil); err != nil {
 		return fail(err)
 	}
-	dir, paths, err := copyToTarget(pid, in.targetDir, j.FSUID, j.FSGID, files.jar, files.config)
+	// The copies of JVMs that are gone go first, so that restarts do not pile them up (an emptyDir /tmp outlives
+	// its container's processes, and one in memory counts against the pod's limit).
+	in.removeDeadCopies(j)
+	dir, paths, err := copyToTarget(pid, in.targetDir, j.FSUID, j.FSGID, files.jar, files.config, ownerRecord(j))
 	if err != nil {
 		if r := ReasonOf(err); r != ReasonRootInaccessible && r != ReasonProcessGone {
 			err = &AttachError{Reason: ReasonCopyFailed, Msg: "place agent files", Err: err}

@@ -87,10 +87,16 @@ func SelectJVMs(jvms []JVM, patterns []string) (selected []JVM, unmatched []stri
 // libjvm.so yet) is found; with wait 0 it looks once. It returns the matching JVMs, possibly none, and the
 // patterns that matched none of the JVMs of the last look; an error only when /proc cannot be read.
 func WaitForJVMs(ctx context.Context, wait time.Duration, patterns []string) ([]JVM, []string, error) {
+	return WaitForJVMsIn(ctx, nil, wait, patterns)
+}
+
+// WaitForJVMsIn is WaitForJVMs limited to the processes of container c (see DiscoverIn); a container none of
+// whose processes can be identified is an error with ReasonContainerNotFound at once, not after the wait.
+func WaitForJVMsIn(ctx context.Context, c *Container, wait time.Duration, patterns []string) ([]JVM, []string, error) {
 	deadline := time.Now().Add(wait)
 	delay := waitPollMin
 	for {
-		jvms, err := Discover()
+		jvms, err := DiscoverIn(c)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -25,7 +25,7 @@ func sameNetns(pid int) (bool, error) {
 	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
 		return false, err
 	}
-	if err := unix.Stat(path.Join(procRoot, strconv.Itoa(pid), "ns", "net"), &target); err != nil {
+	if err := statNetns(pid, &target); err != nil {
 		return false, procErr(pid, err)
 	}
 	return self.Dev == target.Dev && self.Ino == target.Ino, nil
@@ -85,13 +85,20 @@ func joinNetns(pid int) error {
 	return nil
 }
 
+// statNetns stats the network namespace of pid, as its own user when this process is root (asProcessFSUser).
+func statNetns(pid int, st *unix.Stat_t) error {
+	return asProcessFSUser(pid, func() error {
+		return unix.Stat(path.Join(procRoot, strconv.Itoa(pid), "ns", "net"), st)
+	})
+}
+
 // netnsID identifies a network namespace.
 type netnsID struct{ dev, ino uint64 }
 
 // netnsOf returns the identity of the network namespace of pid.
 func netnsOf(pid int) (netnsID, error) {
 	var st unix.Stat_t
-	if err := unix.Stat(path.Join(procRoot, strconv.Itoa(pid), "ns", "net"), &st); err != nil {
+	if err := statNetns(pid, &st); err != nil {
 		return netnsID{}, procErr(pid, err)
 	}
 	return netnsID{dev: st.Dev, ino: st.Ino}, nil

@@ -48,6 +48,9 @@ func (in *Injector) Reconfigure(ctx context.Context, pid int, config []byte) Inj
 		res.Message = err.Error()
 		return res
 	}
+	if in.container != nil && !in.container.Contains(pid) {
+		return fail(notInContainer(in.container, pid))
+	}
 	j, err := Inspect(pid)
 	if err != nil {
 		return fail(err)
@@ -58,6 +61,9 @@ func (in *Injector) Reconfigure(ctx context.Context, pid int, config []byte) Inj
 	}
 	if err := ValidateExporterConfig(config, in.extraKeys...); err != nil {
 		return fail(&AttachError{Reason: ReasonConfigInvalid, Msg: "exporter config", Err: err})
+	}
+	if user, ok := in.otherUser(j); ok {
+		return in.runAsUser(ctx, UserRequest{Reconfigure: true, JVM: j, User: user, Config: config}, res)
 	}
 	lock, err := lockJVM(ctx, j, in.lockWait())
 	if err != nil {

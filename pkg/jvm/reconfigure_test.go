@@ -145,8 +145,8 @@ func TestReconfigureRealExporterReloads(t *testing.T) {
 		t.Fatalf("new config file: %v %v", st, err)
 	}
 	entries, _ := os.ReadDir(filepath.Dir(filepath.Join("/proc", strconv.Itoa(jv.Pid), "root", rc.ConfigPath)))
-	if len(entries) != 2 {
-		t.Fatalf("the agent directory holds %d entries, want the jar and the config", len(entries))
+	if len(entries) != 3 {
+		t.Fatalf("the agent directory holds %d entries, want the jar, the config and the owner record", len(entries))
 	}
 
 	same := in.Reconfigure(context.Background(), jv.Pid, []byte(exporterConfigB))

@@ -101,6 +101,9 @@ const (
 	ReasonJVMUnsupported Reason = "jvm-unsupported"
 	// ReasonInternal: any other failure.
 	ReasonInternal Reason = "internal"
+	// ReasonContainerNotFound: a container was named (--container-id, WithContainer) and not one process of it
+	// could be identified from here, or the pid given is not one of its processes. Nothing was touched.
+	ReasonContainerNotFound Reason = "container-not-found"
 )
 
 // Outcome is the overall result of one injection.
@@ -186,8 +189,10 @@ func ParseInjectResult(line []byte) (InjectResult, error) {
 	default:
 		return InjectResult{}, fmt.Errorf("parse inject result: unknown status %q", r.Status)
 	}
-	if r.PID == 0 && r.Reason == ReasonTruncated {
-		return r, nil // the summary line of a termination log that did not hold every result
+	if r.PID == 0 && (r.Reason == ReasonTruncated || r.Reason == ReasonContainerNotFound) {
+		// The summary line of a termination log that did not hold every result, or the one line of a run that
+		// found no process of its container.
+		return r, nil
 	}
 	if r.PID <= 0 {
 		return InjectResult{}, fmt.Errorf("parse inject result: invalid pid %d", r.PID)

@@ -26,7 +26,12 @@ type targetRoot struct {
 // openTargetRoot opens the root directory of process pid. A process that is gone is an error wrapping
 // ErrProcessGone; any other failure is ReasonRootInaccessible (rootError).
 func openTargetRoot(pid int) (*targetRoot, error) {
-	fd, err := unix.Open(path.Join(procRoot, strconv.Itoa(pid), "root"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	var fd int
+	err := asProcessFSUser(pid, func() error {
+		var err error
+		fd, err = unix.Open(path.Join(procRoot, strconv.Itoa(pid), "root"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return err
+	})
 	if err != nil {
 		return nil, rootError(pid, err)
 	}
