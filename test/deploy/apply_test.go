@@ -33,13 +33,19 @@ var manifestSets = []manifestSet{
 	{kustomization: "deploy/operator"},
 	{kustomization: "deploy/operator/cluster-wide"},
 	{kustomization: "deploy/overlays/local"},
+	{kustomization: "deploy/overlays/exec"},
+	{kustomization: "deploy/overlays/cluster-wide-exec"},
+	{kustomization: "deploy/operator/user-roles"},
 	{kustomization: "deploy/samples", namespace: "samples"},
 	{file: "deploy/crds/jmx.handlerkit.dev_v1alpha1_prometheusjmxexporter_cr.yaml", namespace: "samples"},
 	{file: "deploy/samples/exporter.yaml", namespace: "samples"},
 	{file: "deploy/samples/java-app.yaml", namespace: "samples"},
 	{file: "deploy/operator/rbac.yaml", namespace: "files"},
 	{file: "deploy/operator/rbac-ephemeralcontainer.yaml", namespace: "files"},
-	{file: "deploy/operator/rbac-exec.yaml", namespace: "files"},
+	{file: "deploy/overlays/exec/rbac-exec.yaml", namespace: "files"},
+	{file: "deploy/overlays/exec/settings.yaml", namespace: "files"},
+	{file: "deploy/overlays/cluster-wide-exec/settings.yaml", namespace: "files"},
+	{file: "deploy/operator/user-roles/user-roles.yaml"},
 	{file: "deploy/operator/operator.yaml", namespace: "files"},
 	{file: "deploy/operator/cluster-wide/operator.yaml", namespace: "files"},
 }
@@ -52,7 +58,7 @@ var notAlone = map[string]string{
 	// the kustomization.
 	"deploy/operator/cluster-wide/rbac.yaml":                    "kubectl apply -k only",
 	"deploy/operator/cluster-wide/rbac-ephemeralcontainer.yaml": "kubectl apply -k only",
-	"deploy/operator/cluster-wide/rbac-exec.yaml":               "kubectl apply -k only",
+	"deploy/overlays/cluster-wide-exec/rbac-exec.yaml":          "kubectl apply -k only",
 }
 
 func (s manifestSet) String() string { return s.kustomization + s.file }

@@ -14,7 +14,8 @@ import (
 )
 
 // operatorInstalls are the kustomizations that install the operator.
-var operatorInstalls = []string{"deploy", "deploy/operator", "deploy/operator/cluster-wide", "deploy/overlays/local"}
+var operatorInstalls = []string{"deploy", "deploy/operator", "deploy/operator/cluster-wide", "deploy/overlays/local",
+	"deploy/overlays/exec", "deploy/overlays/cluster-wide-exec"}
 
 // TestOperatorDeploymentIsHardened checks the operator's Deployment in every
 // kustomization that installs it (see checkOperatorDeployment).

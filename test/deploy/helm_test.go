@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,10 +126,14 @@ func withoutRules(rules []rbacv1.PolicyRule, resources ...string) []rbacv1.Polic
 
 // TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer renders the chart
 // with the Helm library for each choice its values offer, checks that its
-// RBAC is deploy/operator's (which TestRBACIsExactlyWhatTheOperatorRequests
-// proves) less exactly the rules of what is switched off, that its
+// RBAC is deploy/overlays/exec's (which TestRBACIsExactlyWhatTheOperatorRequests
+// proves) less exactly the rules of what is switched off (Exec by default),
+// that its users' ClusterRoles are deploy/operator/user-roles's (which
+// TestAggregatedRolesGiveNamespaceUsersExporters proves), that its
 // Deployment passes the same hardening checks, and applies the output to
-// the API server with a server-side dry run and then for real.
+// the API server with a server-side dry run and then for real. The API
+// server's authorizer then allows the release's ServiceAccount create
+// pods/exec in a served namespace exactly when Exec is switched on.
 func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 	env := cluster.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -137,69 +142,84 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{"helm-default", "helm-list", "helm-a", "helm-b", "helm-all", "helm-exec", "helm-ephemeral", "helm-minimal"} {
+	for _, ns := range []string{"helm-default", "helm-list", "helm-a", "helm-b", "helm-all", "helm-exec", "helm-both", "helm-minimal"} {
 		_, err := env.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
 	const op = "prometheus-jmx-exporter-operator"
-	deployRoles := roles(t, "deploy/operator", "Role")
+	deployRoles := roles(t, namespacedExec, "Role")
 	served := deployRoles[op].Rules
 	homeRules := deployRoles[op+"-home"].Rules
 	ephemeral := deployRoles[op+"-ephemeralcontainer"].Rules
 	execRules := deployRoles[op+"-exec"].Rules
+	userRoles := build(t, "deploy/operator/user-roles")
+	userRules := rulesOf(t, userRoles, "ClusterRole")
+	if len(userRules) != 2 {
+		t.Fatalf("deploy/operator/user-roles: ClusterRoles %v, want -view and -edit", userRules)
+	}
 
 	cases := []struct {
 		name, namespace, values string
 		roles, clusterRoles     map[string][]rbacv1.PolicyRule
 		watch                   string // WATCH_NAMESPACE; "fieldRef": the pod's namespace
 		args                    []string
+		exec                    bool     // Exec switched on: pods/exec allowed where served
+		servedNS                []string // namespaces served, where pods/exec is asked about; default the release's
+		noUserRoles             bool     // aggregatedRoles: false
 	}{{
-		name: "defaults: the release namespace", namespace: "helm-default",
+		name: "defaults: the release namespace, EphemeralContainer only", namespace: "helm-default",
 		roles: map[string][]rbacv1.PolicyRule{
 			"helm-default/" + op: served, "helm-default/" + op + "-ephemeralcontainer": ephemeral,
-			"helm-default/" + op + "-exec": execRules, "helm-default/" + op + "-home": homeRules},
+			"helm-default/" + op + "-home": homeRules},
 		watch: "fieldRef",
-		args: []string{"--leader-election=lease", "--strategies=EphemeralContainer,Exec", "--default-strategy=EphemeralContainer",
+		args: []string{"--leader-election=lease", "--strategies=EphemeralContainer", "--default-strategy=EphemeralContainer",
 			"--pod-monitors=true", "--metrics-service=every-replica"},
 	}, {
-		name: "several namespaces", namespace: "helm-list", values: "watchNamespaces: [helm-a, helm-b]\n",
+		name: "several namespaces, more agent images", namespace: "helm-list",
+		values: "watchNamespaces: [helm-a, helm-b]\nagent: {allowedImages: [team/jmx-agent:v2, jmx-agent:v0.1.0-debug]}\n",
 		roles: map[string][]rbacv1.PolicyRule{
-			"helm-a/" + op: served, "helm-a/" + op + "-ephemeralcontainer": ephemeral, "helm-a/" + op + "-exec": execRules,
-			"helm-b/" + op: served, "helm-b/" + op + "-ephemeralcontainer": ephemeral, "helm-b/" + op + "-exec": execRules,
+			"helm-a/" + op: served, "helm-a/" + op + "-ephemeralcontainer": ephemeral,
+			"helm-b/" + op: served, "helm-b/" + op + "-ephemeralcontainer": ephemeral,
 			"helm-list/" + op + "-home": homeRules},
-		watch: "helm-a,helm-b",
+		watch:    "helm-a,helm-b",
+		args:     []string{"--allowed-agent-images=team/jmx-agent:v2,jmx-agent:v0.1.0-debug"},
+		servedNS: []string{"helm-a", "helm-b"},
 	}, {
 		name: "every namespace", namespace: "helm-all", values: "watchAllNamespaces: true\n",
 		roles: map[string][]rbacv1.PolicyRule{"helm-all/" + op + "-home": homeRules},
 		clusterRoles: map[string][]rbacv1.PolicyRule{
-			op: roles(t, "deploy/operator/cluster-wide", "ClusterRole")[op].Rules, op + "-ephemeralcontainer": ephemeral, op + "-exec": execRules},
-		watch: "",
+			op: roles(t, clusterWideInstall, "ClusterRole")[op].Rules, op + "-ephemeralcontainer": ephemeral},
+		watch:    "",
+		servedNS: []string{"helm-all", "helm-a"},
 	}, {
-		name: "Exec only", namespace: "helm-exec", values: "strategies: {ephemeralContainer: false}\n",
+		name: "Exec only", namespace: "helm-exec", values: "strategies: {ephemeralContainer: false, exec: true}\n",
 		roles: map[string][]rbacv1.PolicyRule{
 			"helm-exec/" + op: served, "helm-exec/" + op + "-exec": execRules, "helm-exec/" + op + "-home": homeRules},
 		watch: "fieldRef",
 		args:  []string{"--strategies=Exec", "--default-strategy=Exec"},
+		exec:  true,
 	}, {
-		name: "EphemeralContainer only", namespace: "helm-ephemeral", values: "strategies: {exec: false}\n",
+		name: "Exec as well", namespace: "helm-both", values: "strategies: {exec: true}\n",
 		roles: map[string][]rbacv1.PolicyRule{
-			"helm-ephemeral/" + op: served, "helm-ephemeral/" + op + "-ephemeralcontainer": ephemeral,
-			"helm-ephemeral/" + op + "-home": homeRules},
+			"helm-both/" + op: served, "helm-both/" + op + "-ephemeralcontainer": ephemeral,
+			"helm-both/" + op + "-exec": execRules, "helm-both/" + op + "-home": homeRules},
 		watch: "fieldRef",
-		args:  []string{"--strategies=EphemeralContainer", "--default-strategy=EphemeralContainer"},
+		args:  []string{"--strategies=EphemeralContainer,Exec", "--default-strategy=EphemeralContainer"},
+		exec:  true,
 	}, {
-		name: "for-life, no PodMonitors, no metrics Service", namespace: "helm-minimal",
-		values: "leaderElection: for-life\npodMonitors: false\nmetricsService: none\nstrategies: {exec: false}\n",
+		name: "for-life, no PodMonitors, no metrics Service, no users' roles", namespace: "helm-minimal",
+		values: "leaderElection: for-life\npodMonitors: false\nmetricsService: none\naggregatedRoles: false\n",
 		roles: map[string][]rbacv1.PolicyRule{
 			"helm-minimal/" + op:                         withoutRules(served, "podmonitors", "prometheusjmxexporters/finalizers"),
 			"helm-minimal/" + op + "-ephemeralcontainer": ephemeral,
 			"helm-minimal/" + op + "-home": {
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "watch", "create", "delete"}},
 				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}}}},
-		watch: "fieldRef",
-		args:  []string{"--leader-election=for-life", "--pod-monitors=false", "--metrics-service=none"},
+		watch:       "fieldRef",
+		args:        []string{"--leader-election=for-life", "--pod-monitors=false", "--metrics-service=none"},
+		noUserRoles: true,
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -210,11 +230,29 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 			if got := rulesOf(t, objs, "Role"); !reflect.DeepEqual(got, c.roles) {
 				t.Errorf("Roles\n%v\nwant\n%v", got, c.roles)
 			}
-			if got := rulesOf(t, objs, "ClusterRole"); !reflect.DeepEqual(got, c.clusterRoles) && len(got)+len(c.clusterRoles) > 0 {
-				t.Errorf("ClusterRoles\n%v\nwant\n%v", got, c.clusterRoles)
+			wantCluster := maps.Clone(c.clusterRoles)
+			if !c.noUserRoles {
+				if wantCluster == nil {
+					wantCluster = map[string][]rbacv1.PolicyRule{}
+				}
+				maps.Copy(wantCluster, userRules)
+				checkSameAggregation(t, objs, userRoles)
+			}
+			if got := rulesOf(t, objs, "ClusterRole"); !reflect.DeepEqual(got, wantCluster) && len(got)+len(wantCluster) > 0 {
+				t.Errorf("ClusterRoles\n%v\nwant\n%v", got, wantCluster)
+			}
+			if got := grantsPodsExec(t, objs); (len(got) > 0) != c.exec {
+				t.Errorf("pods/exec granted by %v; want it granted: %v", got, c.exec)
 			}
 			d := deploymentOf(t, objs)
 			checkOperatorDeployment(t, d)
+			args := d.Spec.Template.Spec.Containers[0].Args
+			if img := d.Spec.Template.Spec.Containers[0].Image; !slices.Contains(args, "--agent-image="+img) {
+				t.Errorf("args %v lack --agent-image=%s: the operator's image is the agent image", args, img)
+			}
+			if !strings.Contains(c.values, "allowedImages") && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--allowed-agent-images") }) {
+				t.Errorf("args %v: --allowed-agent-images without agent.allowedImages", args)
+			}
 			watch := envVar(t, d, "WATCH_NAMESPACE")
 			switch {
 			case c.watch == "fieldRef" && (watch.ValueFrom == nil || watch.ValueFrom.FieldRef.FieldPath != "metadata.namespace"):
@@ -244,7 +282,59 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 			if left, err := a.Missing(ctx, c.namespace, objs...); err != nil || len(left) != 0 {
 				t.Fatalf("after apply %d objects are missing (%v)", len(left), err)
 			}
+
+			// The authorizer, once it has seen the release's bindings.
+			kube := env.Clientset()
+			l := layout{home: c.namespace, served: c.namespace}
+			if err := waitCaughtUp(ctx, kube, l, "test-sentinel-"+c.namespace); err != nil {
+				t.Fatal(err)
+			}
+			servedNS := c.servedNS
+			if servedNS == nil {
+				servedNS = []string{c.namespace}
+			}
+			for _, ns := range servedNS {
+				ok, err := allowed(ctx, kube, l.user(op), ns, execRequest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok != c.exec {
+					t.Errorf("create pods/exec in %s allowed: %v, want %v", ns, ok, c.exec)
+				}
+				ok, err = allowed(ctx, kube, l.user(op), ns, ephemeralRequest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := !strings.Contains(c.values, "ephemeralContainer: false"); ok != want {
+					t.Errorf("patch pods/ephemeralcontainers in %s allowed: %v, want %v", ns, ok, want)
+				}
+			}
 		})
+	}
+}
+
+// checkSameAggregation fails unless the chart's users' ClusterRoles carry
+// the same aggregation labels as deploy/operator/user-roles's (want).
+func checkSameAggregation(t *testing.T, objs, want []*unstructured.Unstructured) {
+	t.Helper()
+	labels := func(objs []*unstructured.Unstructured) map[string]map[string]string {
+		out := map[string]map[string]string{}
+		for _, o := range objs {
+			if o.GetKind() != "ClusterRole" || !aggregated(o.GetLabels()) {
+				continue
+			}
+			agg := map[string]string{}
+			for k, v := range o.GetLabels() {
+				if strings.HasPrefix(k, aggregateLabel) {
+					agg[k] = v
+				}
+			}
+			out[o.GetName()] = agg
+		}
+		return out
+	}
+	if got, w := labels(objs), labels(want); !reflect.DeepEqual(got, w) {
+		t.Errorf("the chart's aggregation labels %v, deploy/operator/user-roles's %v", got, w)
 	}
 }
 

@@ -65,8 +65,8 @@ var operatorRequests = []request{
 	{served, "watch", "", "pods", "", "pkg/operator Setup: the pods watch; pkg/inject ephemeral.go: the pod's watch"},
 	{served, "get", "", "pods", "", "pkg/operator record.go, pkg/inject ephemeral.go: the live pod before a write"},
 	{served, "patch", "", "pods", "", "pkg/operator record.go: the agents and prometheus.io annotations"},
-	{served, "patch", "", "pods", "ephemeralcontainers", "pkg/inject ephemeral.go: the EphemeralContainer strategy"},
-	{served, "create", "", "pods", "exec", "pkg/inject exec.go: the Exec strategy"},
+	ephemeralRequest,
+	execRequest,
 	{served, "list", "", "configmaps", "", "pkg/operator Setup: the ConfigMaps watch"},
 	{served, "watch", "", "configmaps", "", "pkg/operator Setup: the ConfigMaps watch"},
 	{served, "get", "", "configmaps", "", "pkg/operator reconcile.go: the exporter's config, query.Get live before the cache syncs"},
@@ -94,7 +94,30 @@ var operatorRequests = []request{
 	{home, "patch", "", "pods", "", "pkg/leader labeler.go: the leader label"},
 }
 
-// roleScopes maps the Roles of deploy/operator to where they are bound.
+// ephemeralRequest is the EphemeralContainer strategy's request.
+var ephemeralRequest = request{served, "patch", "", "pods", "ephemeralcontainers", "pkg/inject ephemeral.go: the EphemeralContainer strategy"}
+
+// execRequest is the Exec strategy's request, which only the Exec opt-in
+// (deploy/overlays/exec, the chart's strategies.exec) grants.
+var execRequest = request{served, "create", "", "pods", "exec", "pkg/inject exec.go: the Exec strategy"}
+
+// defaultRequests are operatorRequests less execRequest: what the operator
+// makes with the default strategies (EphemeralContainer only).
+func defaultRequests() []request {
+	return slices.DeleteFunc(slices.Clone(operatorRequests), func(r request) bool { return r == execRequest })
+}
+
+// The installs: the default ones (EphemeralContainer only) and the Exec
+// opt-in overlays on top of them.
+const (
+	namespacedInstall  = "deploy/operator"
+	clusterWideInstall = "deploy/operator/cluster-wide"
+	namespacedExec     = "deploy/overlays/exec"
+	clusterWideExec    = "deploy/overlays/cluster-wide-exec"
+)
+
+// roleScopes maps the Roles of deploy/overlays/exec (deploy/operator's and
+// the -exec Role) to where they are bound.
 var roleScopes = map[string]scope{
 	"prometheus-jmx-exporter-operator":                    served,
 	"prometheus-jmx-exporter-operator-ephemeralcontainer": served,
@@ -102,12 +125,13 @@ var roleScopes = map[string]scope{
 	"prometheus-jmx-exporter-operator-home":               home,
 }
 
-// roles returns the Roles (or ClusterRoles) of a kustomization, by name.
+// roles returns the operator's Roles (or ClusterRoles) of a kustomization,
+// by name: all but the users' aggregated ClusterRoles (userRoles).
 func roles(t testing.TB, dir, kind string) map[string]rbacv1.Role {
 	t.Helper()
 	out := map[string]rbacv1.Role{}
 	for _, o := range build(t, dir) {
-		if o.GetKind() != kind {
+		if o.GetKind() != kind || aggregated(o.GetLabels()) {
 			continue
 		}
 		var r rbacv1.Role
@@ -117,6 +141,20 @@ func roles(t testing.TB, dir, kind string) map[string]rbacv1.Role {
 		out[r.Name] = r
 	}
 	return out
+}
+
+// aggregateLabel is the prefix of the labels that aggregate a ClusterRole
+// into a built-in one (view, edit, admin).
+const aggregateLabel = "rbac.authorization.k8s.io/aggregate-to-"
+
+// aggregated says whether labels aggregate a ClusterRole into a built-in one.
+func aggregated(labels map[string]string) bool {
+	for k, v := range labels {
+		if strings.HasPrefix(k, aggregateLabel) && v == "true" {
+			return true
+		}
+	}
+	return false
 }
 
 // fullResource is the resource as RBAC rules name it: pods/exec.
@@ -258,12 +296,14 @@ func without(rs map[string]rbacv1.Role, g grant) map[string]rbacv1.Role {
 	return out
 }
 
-// TestRBACIsExactlyWhatTheOperatorRequests proves deploy/operator's RBAC with
-// the API server's own authorizer (SubjectAccessReviews): bound as the
-// manifests bind it, it allows every request the operator makes; and every
-// single verb of every rule is needed: remove it and a request is denied.
-// The ServiceAccount reads no Secrets, and in a namespace it does not serve
-// it can neither exec nor add ephemeral containers.
+// TestRBACIsExactlyWhatTheOperatorRequests proves the operator's RBAC with
+// the API server's own authorizer (SubjectAccessReviews), with both
+// strategies on (deploy/overlays/exec: deploy/operator's Roles and the -exec
+// one): bound as the manifests bind it, it allows every request the operator
+// makes; and every single verb of every rule is needed: remove it and a
+// request is denied. The ServiceAccount reads no Secrets, and in a namespace
+// it does not serve it can neither exec nor add ephemeral containers.
+// TestExecIsOptIn proves the default install the same less Exec.
 func TestRBACIsExactlyWhatTheOperatorRequests(t *testing.T) {
 	env := cluster.Get(t)
 	kube := env.Clientset()
@@ -278,11 +318,11 @@ func TestRBACIsExactlyWhatTheOperatorRequests(t *testing.T) {
 		}
 		*p = ns
 	}
-	rs := roles(t, "deploy/operator", "Role")
+	rs := roles(t, namespacedExec, "Role")
 	if len(rs) != len(roleScopes) {
-		t.Fatalf("deploy/operator has Roles %v, want %d", slices.Sorted(maps.Keys(rs)), len(roleScopes))
+		t.Fatalf("%s has Roles %v, want %d", namespacedExec, slices.Sorted(maps.Keys(rs)), len(roleScopes))
 	}
-	checkBindings(t, "deploy/operator", "RoleBinding", rs)
+	checkBindings(t, namespacedExec, "RoleBinding", rs)
 
 	// Every verb of every rule, removed one at a time, each from a copy bound
 	// to a ServiceAccount of its own.
@@ -364,11 +404,19 @@ func TestRBACIsExactlyWhatTheOperatorRequests(t *testing.T) {
 }
 
 // checkBindings fails unless every role in rs has a binding of kind to the
-// operator's ServiceAccount in dir, and there is no other binding.
+// operator's ServiceAccount in dir (in the ServiceAccount's namespace), and
+// there is no other binding.
 func checkBindings(t *testing.T, dir, kind string, rs map[string]rbacv1.Role) {
 	t.Helper()
 	bound := map[string]bool{}
-	for _, o := range build(t, dir) {
+	objs := build(t, dir)
+	saNamespace := ""
+	for _, o := range objs {
+		if o.GetKind() == "ServiceAccount" && o.GetName() == "prometheus-jmx-exporter-operator" {
+			saNamespace = o.GetNamespace()
+		}
+	}
+	for _, o := range objs {
 		if o.GetKind() != kind {
 			continue
 		}
@@ -376,6 +424,8 @@ func checkBindings(t *testing.T, dir, kind string, rs map[string]rbacv1.Role) {
 		ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
 		if len(subjects) != 1 || subjects[0].(map[string]any)["name"] != "prometheus-jmx-exporter-operator" {
 			t.Errorf("%s %s: subjects %v", kind, o.GetName(), subjects)
+		} else if ns, _ := subjects[0].(map[string]any)["namespace"].(string); ns != saNamespace {
+			t.Errorf("%s %s: subject namespace %q, the ServiceAccount's is %q", kind, o.GetName(), ns, saNamespace)
 		}
 		bound[ref] = true
 	}

@@ -116,7 +116,8 @@ func attributes(req *http.Request) (recorded, bool) {
 }
 
 // TestOperatorMakesOnlyTheListedRequests runs the operator in this process,
-// as a ServiceAccount bound to deploy/operator's Roles, against a real API
+// as a ServiceAccount bound to deploy/overlays/exec's Roles (deploy/operator's
+// and the Exec opt-in's, as both strategies run here), against a real API
 // server, and records every request it makes: leader election, the metrics
 // Service, the watches, an exporter for each strategy (the test plays the
 // kubelet; the strategies' requests are authorized before the missing node
@@ -142,7 +143,7 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 		*p = ns
 	}
 	const sa = "prometheus-jmx-exporter-operator"
-	if err := bind(ctx, kube, l, sa, "", roles(t, "deploy/operator", "Role")); err != nil {
+	if err := bind(ctx, kube, l, sa, "", roles(t, namespacedExec, "Role")); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitCaughtUp(ctx, kube, l, "test-sentinel"); err != nil {

@@ -27,6 +27,11 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
+{{/* The operator's image, which is also the agent image its exporters run by default. */}}
+{{- define "pjeo.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
 {{/* The strategies switched on, in --strategies form. */}}
 {{- define "pjeo.strategies" -}}
 {{- $s := list -}}
@@ -101,6 +106,28 @@ names the code behind each (test/deploy proves them and keeps these equal).
 {{- end }}
 {{- end -}}
 
+{{/*
+The rules of the users' ClusterRoles, aggregated into the built-in ones:
+deploy/operator/user-roles's (test/deploy keeps them equal).
+*/}}
+{{- define "pjeo.viewRules" -}}
+- apiGroups: ["jmx.handlerkit.dev"]
+  resources: ["prometheusjmxexporters"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["jmx.handlerkit.dev"]
+  resources: ["prometheusjmxexporters/status"]
+  verbs: ["get"]
+{{- end -}}
+
+{{- define "pjeo.editRules" -}}
+- apiGroups: ["jmx.handlerkit.dev"]
+  resources: ["prometheusjmxexporters"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+- apiGroups: ["jmx.handlerkit.dev"]
+  resources: ["prometheusjmxexporters/status"]
+  verbs: ["get"]
+{{- end -}}
+
 {{/* Fails the render on values that cannot work. */}}
 {{- define "pjeo.validate" -}}
 {{- if not (has .Values.leaderElection (list "lease" "for-life" "none")) }}{{ fail "leaderElection: lease, for-life or none" }}{{ end -}}
@@ -108,4 +135,5 @@ names the code behind each (test/deploy proves them and keeps these equal).
 {{- if not (has .Values.metricsService (list "every-replica" "leader" "none")) }}{{ fail "metricsService: every-replica, leader or none" }}{{ end -}}
 {{- if and (eq .Values.metricsService "leader") (eq .Values.leaderElection "none") }}{{ fail "metricsService leader needs leader election" }}{{ end -}}
 {{- if not (or .Values.strategies.ephemeralContainer .Values.strategies.exec) }}{{ fail "strategies: switch on at least one" }}{{ end -}}
+{{- range .Values.agent.allowedImages }}{{ if or (not .) (contains "," .) }}{{ fail "agent.allowedImages: exact image references, none empty or with a comma" }}{{ end }}{{ end -}}
 {{- end -}}

@@ -26,7 +26,10 @@ func TestChartRendersTheCRDFirstAndEveryTemplate(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"CustomResourceDefinition": 1, "ServiceAccount": 1, "Role": 4, "RoleBinding": 4, "Deployment": 1}
+	// The served, EphemeralContainer and home Roles (Exec is opt-in), and the
+	// users' view and edit ClusterRoles.
+	want := map[string]int{"CustomResourceDefinition": 1, "ServiceAccount": 1, "Role": 3, "RoleBinding": 3, "ClusterRole": 2,
+		"Deployment": 1}
 	for k, n := range want {
 		if kinds[k] != n {
 			t.Errorf("%d %s, want %d (all: %v)", kinds[k], k, n, kinds)

@@ -1,0 +1,206 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+// settingsConfigMap is the ConfigMap the operator's Deployment reads into its
+// environment when it exists (envFrom, optional).
+const settingsConfigMap = "prometheus-jmx-exporter-operator-settings"
+
+// settings is the data of a kustomization's settings ConfigMap, nil when it
+// has none.
+func settings(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	var out map[string]string
+	for _, o := range build(t, dir) {
+		if o.GetKind() != "ConfigMap" || o.GetName() != settingsConfigMap {
+			continue
+		}
+		var cm corev1.ConfigMap
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &cm); err != nil {
+			t.Fatal(err)
+		}
+		out = cm.Data
+	}
+	return out
+}
+
+// grantsPodsExec returns the rules of every Role and ClusterRole in objs
+// that allow create on pods/exec (or a wildcard that covers it).
+func grantsPodsExec(t testing.TB, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	var out []string
+	for _, o := range objs {
+		if o.GetKind() != "Role" && o.GetKind() != "ClusterRole" {
+			continue
+		}
+		var r rbacv1.Role
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
+			t.Fatal(err)
+		}
+		for _, rule := range r.Rules {
+			if (slices.Contains(rule.APIGroups, "") || slices.Contains(rule.APIGroups, "*")) &&
+				(slices.Contains(rule.Resources, "pods/exec") || slices.Contains(rule.Resources, "*") || slices.Contains(rule.Resources, "pods/*")) &&
+				(slices.Contains(rule.Verbs, "create") || slices.Contains(rule.Verbs, "*")) {
+				out = append(out, o.GetKind()+" "+o.GetName())
+			}
+		}
+	}
+	return out
+}
+
+// TestExecIsOptIn: the default installs (deploy/operator, its cluster-wide
+// flavour, and everything built on them) grant no pods/exec anywhere and do
+// not switch Exec on; the Exec opt-in (deploy/overlays/exec,
+// deploy/overlays/cluster-wide-exec) is the default install plus exactly the
+// -exec Role and the setting STRATEGIES=EphemeralContainer,Exec. The API
+// server's authorizer then denies the default install's ServiceAccount
+// create pods/exec, in the namespace it serves and at home, allows it
+// everything else it does, and allows the opt-in's pods/exec.
+func TestExecIsOptIn(t *testing.T) {
+	for _, dir := range []string{"deploy", namespacedInstall, clusterWideInstall, "deploy/overlays/local"} {
+		if got := grantsPodsExec(t, build(t, dir)); len(got) > 0 {
+			t.Errorf("%s grants create pods/exec: %v", dir, got)
+		}
+		if s := settings(t, dir); s != nil {
+			t.Errorf("%s has settings %v, want none (the operator's defaults)", dir, s)
+		}
+		checkStrategiesFromSettings(t, dir)
+	}
+	for def, opt := range map[string]string{namespacedInstall: namespacedExec, clusterWideInstall: clusterWideExec} {
+		kind := "Role"
+		if def == clusterWideInstall {
+			kind = "ClusterRole"
+		}
+		if got := grantsPodsExec(t, build(t, opt)); !slices.Equal(got, []string{kind + " prometheus-jmx-exporter-operator-exec"}) {
+			t.Errorf("%s: pods/exec granted by %v, want the -exec %s alone", opt, got, kind)
+		}
+		want := map[string]string{"STRATEGIES": "EphemeralContainer,Exec"}
+		if got := settings(t, opt); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s settings %v, want %v", opt, got, want)
+		}
+		checkStrategiesFromSettings(t, opt)
+		if !reflect.DeepEqual(deployment(t, def), deployment(t, opt)) {
+			t.Errorf("%s changes the Deployment of %s", opt, def)
+		}
+		defRoles, optRoles := roles(t, def, kind), roles(t, opt, kind)
+		delete(optRoles, "prometheus-jmx-exporter-operator-exec")
+		if !reflect.DeepEqual(defRoles, optRoles) {
+			t.Errorf("%s's %ss less -exec differ from %s's", opt, kind, def)
+		}
+	}
+
+	env := cluster.Get(t)
+	kube := env.Clientset()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var l layout
+	for _, p := range []*string{&l.home, &l.served} {
+		ns, err := env.CreateNamespace(ctx, "optin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		*p = ns
+	}
+	if err := bind(ctx, kube, l, "default-install", "-default", roles(t, namespacedInstall, "Role")); err != nil {
+		t.Fatal(err)
+	}
+	if err := bind(ctx, kube, l, "exec-install", "-exec", roles(t, namespacedExec, "Role")); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitCaughtUp(ctx, kube, l, "test-sentinel"); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range denied(ctx, t, kube, l, l.user("default-install"), defaultRequests()) {
+		t.Errorf("the default install denies %s", r)
+	}
+	for _, s := range []scope{served, home} {
+		if ok, err := allowed(ctx, kube, l.user("default-install"), l.ns(s), execRequest); err != nil || ok {
+			t.Errorf("the default install allows create pods/exec in the %s namespace (%v)", s, err)
+		}
+	}
+	if ok, err := allowed(ctx, kube, l.user("exec-install"), l.served, execRequest); err != nil || !ok {
+		t.Errorf("the Exec opt-in does not allow %s (%v)", execRequest, err)
+	}
+	if ok, err := allowed(ctx, kube, l.user("exec-install"), l.home, execRequest); err != nil || ok {
+		t.Errorf("the Exec opt-in allows create pods/exec in the operator's own namespace, which it does not serve (%v)", err)
+	}
+}
+
+// checkStrategiesFromSettings: the operator's strategies come only from the
+// settings ConfigMap (envFrom, optional) or its default, never from an
+// argument or an env entry that would hide the ConfigMap's.
+func checkStrategiesFromSettings(t *testing.T, dir string) {
+	t.Helper()
+	c := deployment(t, dir).Spec.Template.Spec.Containers[0]
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--strategies") || strings.HasPrefix(a, "-strategies") {
+			t.Errorf("%s: arg %s hides the settings' STRATEGIES", dir, a)
+		}
+	}
+	for _, e := range c.Env {
+		if e.Name == "STRATEGIES" {
+			t.Errorf("%s: env STRATEGIES hides the settings'", dir)
+		}
+	}
+	want := []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: settingsConfigMap}, Optional: ptr.To(true)}}}
+	if !reflect.DeepEqual(c.EnvFrom, want) {
+		t.Errorf("%s: envFrom %+v, want the optional ConfigMap %s", dir, c.EnvFrom, settingsConfigMap)
+	}
+}
+
+// TestOperatorDefaultsAreTheDefaultInstalls builds the operator and reads
+// its flags' defaults from -help: without settings it enables the
+// EphemeralContainer strategy only, which is what the default installs grant
+// (TestExecIsOptIn), and it has the flags the chart passes.
+func TestOperatorDefaultsAreTheDefaultInstalls(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "prometheus-jmx-exporter-operator")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/prometheus-jmx-exporter-operator")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-help")
+	// Only the defaults: no setting from this process's environment.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "STRATEGIES=") || strings.HasPrefix(kv, "ALLOWED_AGENT_IMAGES=")
+	})
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("-help: %v\n%s", err, out.String())
+	}
+	help := out.String()
+	m := regexp.MustCompile(`(?s)\n\s+-strategies string\n[^\n]*\(default "([^"]*)"\)`).FindStringSubmatch(help)
+	if m == nil {
+		t.Fatalf("-help shows no default for -strategies:\n%s", help)
+	}
+	if m[1] != "EphemeralContainer" {
+		t.Errorf("-strategies defaults to %q; the default installs grant EphemeralContainer only", m[1])
+	}
+	// The chart's deployment.yaml passes these.
+	for _, f := range []string{"strategies", "default-strategy", "agent-image", "allowed-agent-images", "pod-monitors",
+		"metrics-service", "leader-election", "leader-lock", "log-format"} {
+		if !strings.Contains(help, "\n  -"+f+" ") && !strings.Contains(help, "\n  -"+f+"\n") {
+			t.Errorf("the operator has no flag -%s, which the chart passes", f)
+		}
+	}
+}
