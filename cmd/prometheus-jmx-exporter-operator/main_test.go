@@ -15,7 +15,8 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	for _, f := range []string{"-namespaces", "WATCH_NAMESPACE", "-kubeconfig", "-metrics-addr", "-leader-election", "-log-level",
 		"-log-format", "-strategies", "-default-strategy", "-injection-timeout", "-parallelism", "-jvm-wait", "-agent-image",
 		"-image-pull-policy", "-local-attach-helper", "-local-agent-jar", "-pod-monitors", "POD_MONITORS", "-pod-monitor-labels",
-		"-metrics-service", "METRICS_SERVICE", "-breaker-window", "-resync", "-ephemeral-container-budget", "-max-attempts", "docs/operator.md"} {
+		"-metrics-service", "METRICS_SERVICE", "-breaker-window", "-resync", "-ephemeral-container-budget", "-max-attempts",
+		"-allowed-agent-images", "ALLOWED_AGENT_IMAGES", "-agent-path", "-attach-helper-path", "docs/operator.md"} {
 		if !strings.Contains(help, f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -35,6 +36,7 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{"--breaker-window", "10ms"},
 		{"--ephemeral-container-budget", "0"},
 		{"--max-attempts", "0"},
+		{"--allowed-agent-images", "a:1,b c:2"},
 		{"--log-level", "loud"},
 		{"--metrics-service", "some"},
 		{"--metrics-service", "leader", "--leader-election", "none"},
@@ -62,8 +64,18 @@ func TestEnvironmentSetsDefaultsAndFlagsWin(t *testing.T) {
 	if c.namespaces != "a,b" || c.parallelism != 5 {
 		t.Fatalf("namespaces %q parallelism %d", c.namespaces, c.parallelism)
 	}
+	if c.strategies != "EphemeralContainer" || len(c.allowedImages) != 0 {
+		t.Fatalf("defaults: strategies %q (Exec is opt-in), allowed images %q (only --agent-image)", c.strategies, c.allowedImages)
+	}
 	if !c.podMonitors || c.metricsService != "every-replica" || len(c.podMonLabels) != 0 {
 		t.Fatalf("defaults: pod monitors %v, metrics service %q, labels %v", c.podMonitors, c.metricsService, c.podMonLabels)
+	}
+	t.Setenv("ALLOWED_AGENT_IMAGES", "jmx-agent:v2, jmx-agent@sha256:0")
+	if c, err = parseFlags(nil, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.allowedImages) != 2 || c.allowedImages[1] != "jmx-agent@sha256:0" {
+		t.Fatalf("ALLOWED_AGENT_IMAGES: %q", c.allowedImages)
 	}
 	t.Setenv("POD_MONITORS", "false")
 	t.Setenv("POD_MONITOR_LABELS", "release=kps, team=jvm")
