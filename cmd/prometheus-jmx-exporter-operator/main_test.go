@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -20,6 +23,41 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		if !strings.Contains(help, f) {
 			t.Errorf("--help does not mention %s", f)
 		}
+	}
+}
+
+// TestDocsListEveryFlag: docs/operator.md's flag table names every flag
+// --help lists, with its environment variable.
+func TestDocsListEveryFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"--help"}, &out, &errb); code != 0 {
+		t.Fatalf("--help exited %d", code)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operator.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagLine := regexp.MustCompile(`^  -([a-z-]+)`)
+	envName := regexp.MustCompile(`\(env ([A-Z_]+)\)`)
+	help := strings.Split(errb.String(), "\n")
+	n := 0
+	for i, line := range help {
+		m := flagLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		n++
+		if !strings.Contains(string(doc), "`--"+m[1]+"`") {
+			t.Errorf("docs/operator.md does not list --%s", m[1])
+		}
+		if i+1 < len(help) {
+			if e := envName.FindStringSubmatch(help[i+1]); e != nil && !strings.Contains(string(doc), "(`"+e[1]+"`)") {
+				t.Errorf("docs/operator.md does not name --%s's environment variable %s", m[1], e[1])
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("found %d flags in --help, parsing is off", n)
 	}
 }
 
