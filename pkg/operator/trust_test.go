@@ -215,7 +215,7 @@ func TestEndpointsAreUniquePerPodAndPort(t *testing.T) {
 	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
 		return inject.Outcome{Results: []jvm.InjectResult{{PID: 41, NSPID: 7, MainClass: "app.Main", Status: jvm.OutcomeOK, Port: 9404}}}, nil
 	})
-	c.runOperator(t, ns, operator.Options{
+	c.runOperator(t, ns, operator.Options{BreakerWindow: time.Second,
 		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}})
 	labels := map[string]string{"app": "shared"}
 	c.startTwo(t, ns, "shared", labels)
