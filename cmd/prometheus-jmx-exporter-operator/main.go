@@ -55,6 +55,7 @@ type config struct {
 	budget          int
 	maxAttempts     int
 	agentImage      string
+	allowedImages   []string
 	agentPath       string
 	attachHelper    string
 	pullPolicy      string
@@ -148,8 +149,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "text"), "log format: text or json (env LOG_FORMAT)")
 	fs.StringVar(&c.defaultStrategy, "default-strategy", env("DEFAULT_STRATEGY", string(jmxv1alpha1.DefaultInjectionStrategy)),
 		"strategy for exporters stored without spec.injection.strategy (the CRD's schema default, EphemeralContainer, normally fills it in): EphemeralContainer or Exec (env DEFAULT_STRATEGY)")
-	fs.StringVar(&c.strategies, "strategies", env("STRATEGIES", "EphemeralContainer,Exec"),
-		"strategies this operator may use, comma-separated; grant RBAC only for these (env STRATEGIES)")
+	fs.StringVar(&c.strategies, "strategies", env("STRATEGIES", string(jmxv1alpha1.InjectionEphemeralContainer)),
+		"strategies this operator may use, comma-separated: EphemeralContainer, Exec; Exec is opt-in (it also needs the pods/exec RBAC); grant RBAC only for these (env STRATEGIES)")
 	fs.DurationVar(&c.timeout, "injection-timeout", envDuration("INJECTION_TIMEOUT", operator.DefaultInjectionTimeout),
 		"time limit of one injection of one container (env INJECTION_TIMEOUT)")
 	fs.IntVar(&c.parallelism, "parallelism", envInt("PARALLELISM", operator.DefaultParallelism),
@@ -166,10 +167,12 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		"transiently failed attempts allowed on one container start, with either strategy; then TooManyAttempts (env MAX_ATTEMPTS)")
 	fs.StringVar(&c.agentImage, "agent-image", env("AGENT_IMAGE", jmxv1alpha1.DefaultAgentImage),
 		"agent image of the EphemeralContainer strategy, for exporters that leave spec.agent.image empty (env AGENT_IMAGE)")
+	allowed := fs.String("allowed-agent-images", env("ALLOWED_AGENT_IMAGES", ""),
+		"other agent images exporters may name in spec.agent.image, comma-separated exact references; --agent-image is always allowed, and is the only one by default; an exporter naming any other image is refused (Degraded=True, AgentImageNotAllowed) (env ALLOWED_AGENT_IMAGES)")
 	fs.StringVar(&c.agentPath, "agent-path", env("AGENT_PATH", jmxv1alpha1.DefaultAgentPath),
-		"agent jar's path in the agent image (env AGENT_PATH)")
+		"agent jar's path in every allowed agent image; exporters cannot change it (env AGENT_PATH)")
 	fs.StringVar(&c.attachHelper, "attach-helper-path", env("ATTACH_HELPER_PATH", jmxv1alpha1.DefaultAttachHelperPath),
-		"jmx-attach's path in the agent image (env ATTACH_HELPER_PATH)")
+		"jmx-attach's path in every allowed agent image; exporters cannot change it (env ATTACH_HELPER_PATH)")
 	fs.StringVar(&c.pullPolicy, "image-pull-policy", env("IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)),
 		"pull policy of the agent image: Always, IfNotPresent or Never (env IMAGE_PULL_POLICY)")
 	fs.StringVar(&c.localHelper, "local-attach-helper", env("LOCAL_ATTACH_HELPER", jmxv1alpha1.DefaultAttachHelperPath),
@@ -240,6 +243,11 @@ Flags (each also from the environment variable in parentheses; flags win):
 	if c.maxAttempts < 1 {
 		return c, fmt.Errorf("--max-attempts %d: at least 1", c.maxAttempts)
 	}
+	images, err := imageList(*allowed)
+	if err != nil {
+		return c, fmt.Errorf("--allowed-agent-images: %w", err)
+	}
+	c.allowedImages = images
 	labels, err := parseLabels(*podMonLabels)
 	if err != nil {
 		return c, fmt.Errorf("--pod-monitor-labels: %w", err)
@@ -277,6 +285,24 @@ func parseLabels(list string) (map[string]string, error) {
 			return nil, fmt.Errorf("label value %q: %s", v, strings.Join(msgs, "; "))
 		}
 		out[k] = v
+	}
+	return out, nil
+}
+
+// imageList parses "ref,ref2" into image references: each non-empty,
+// without spaces inside. References are compared exactly, so a tag and a
+// digest of the same image are two entries.
+func imageList(list string) ([]string, error) {
+	var out []string
+	for _, ref := range strings.Split(list, ",") {
+		ref = strings.TrimSpace(ref)
+		if ref == "" {
+			continue
+		}
+		if strings.ContainsAny(ref, " \t\n") {
+			return nil, fmt.Errorf("%q is not an image reference", ref)
+		}
+		out = append(out, ref)
 	}
 	return out, nil
 }
@@ -375,8 +401,9 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		DefaultStrategy:    jmxv1alpha1.InjectionStrategy(c.defaultStrategy),
 		DisabledStrategies: disabled,
 		AgentImage:         c.agentImage, AgentPath: c.agentPath, AttachHelperPath: c.attachHelper,
-		PullPolicy:        corev1.PullPolicy(c.pullPolicy),
-		LocalAttachHelper: c.localHelper, LocalAgentJar: c.localJar,
+		AllowedAgentImages: c.allowedImages,
+		PullPolicy:         corev1.PullPolicy(c.pullPolicy),
+		LocalAttachHelper:  c.localHelper, LocalAgentJar: c.localJar,
 		InjectionTimeout: c.timeout, Parallelism: c.parallelism, JVMWait: c.jvmWait,
 		BreakerWindow: c.breakerWindow, Resync: c.resync, EphemeralContainerBudget: c.budget, MaxAttempts: c.maxAttempts,
 		DisablePodMonitors: !c.podMonitors, PodMonitorLabels: c.podMonLabels,
@@ -386,7 +413,8 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 	}
 	ensureMetricsService(ctx, cfg, c, log)
 	log.WithFields(logrus.Fields{"namespaces": nsLabel(c.namespaces), "election": c.election,
-		"strategies": c.strategies, "default": c.defaultStrategy}).Info("prometheus-jmx-exporter-operator starting")
+		"strategies": c.strategies, "default": c.defaultStrategy, "agentImage": c.agentImage,
+		"allowedAgentImages": strings.Join(c.allowedImages, ",")}).Info("prometheus-jmx-exporter-operator starting")
 	err = op.Run(ctx)
 	r.Wait()
 	if errors.Is(err, context.Canceled) {

@@ -284,7 +284,7 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 			now := metav1.Now()
 			pending := ContainerRecord{ContainerID: cs.ContainerID, Port: j.spec.Port, ConfigHash: j.configHash,
 				Generation: j.generation, Attempts: attempts, LastError: truncateMsg(last, 1024), AttemptedAt: &now}
-			if err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
+			if _, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
 				pr.Exporter = j.exporterName
 				pr.Containers[cs.Name] = pending
 			}); err != nil {
@@ -307,7 +307,7 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 	if len(rec.jvms) > 0 {
 		c.InjectedAt = &now
 	}
-	err = updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
+	podRec, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
 		pr.Exporter = j.exporterName
 		pr.Containers[cs.Name] = c
 	})
@@ -346,6 +346,9 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 			j.strategy.Name(), took.Round(time.Millisecond))
 		if rec.note != "" {
 			msg += "; note: " + rec.note
+		}
+		if note := keptNote(j.pod.Name, podRec); note != "" {
+			msg += "; " + note
 		}
 		log.Info("operator: " + msg)
 		r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Injected", msg)
@@ -425,7 +428,7 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 	var written ContainerRecord
 	applied := false
 	now := metav1.Now()
-	if err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
+	if _, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
 		applied = false
 		c, ok := pr.Containers[cs.Name]
 		if !ok || c.ContainerID != cs.ContainerID {

@@ -77,8 +77,15 @@ type Options struct {
 	// them); an exporter asking for one gets a condition.
 	DisabledStrategies []jmxv1alpha1.InjectionStrategy
 	// AgentImage, AgentPath and AttachHelperPath are the agent image and the
-	// paths in it for exporters that leave spec.agent empty.
+	// paths in it. AgentImage serves exporters that leave spec.agent.image
+	// empty, and is always allowed; the paths are the only ones ever used:
+	// an exporter that names other paths is refused (AgentPathNotAllowed).
 	AgentImage, AgentPath, AttachHelperPath string
+	// AllowedAgentImages are the other images an exporter may name in
+	// spec.agent.image, as exact references. Any image that is neither
+	// AgentImage nor listed here is refused (AgentImageNotAllowed) and
+	// nothing runs in any pod. Default: none (only AgentImage).
+	AllowedAgentImages []string
 	// PullPolicy is the ephemeral containers' image pull policy (default
 	// IfNotPresent).
 	PullPolicy corev1.PullPolicy
@@ -157,6 +164,7 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		metrics: newMetrics(op.Registerer()),
 		retries: newRetries(),
 		canary:  map[string]string{},
+		refused: map[string]refusal{},
 	}
 	r.strategies = o.Strategies
 	if r.strategies == nil {

@@ -90,7 +90,7 @@ func TestRecordRoundTripAndAnnotations(t *testing.T) {
 		AnnotationJVMPrefix + "x": "not ours"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Ports: []corev1.ContainerPort{
 			{ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {ContainerPort: 8081, Protocol: corev1.ProtocolUDP}}}, {Name: "app"}}}}
-	ann, err := rec.annotations(live)
+	ann, _, err := rec.annotations(live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +119,10 @@ func TestRecordRoundTripAndAnnotations(t *testing.T) {
 	if c, ok := back.current("app", "containerd://a"); !ok || len(c.JVMs) != 2 {
 		t.Error("the current start's record does not apply")
 	}
-	// No JVM with the agent: the scrape annotations are removed (null).
-	ann, _ = PodRecord{Exporter: "x", Containers: map[string]ContainerRecord{"side": {NoJVM: true}}}.annotations(live)
+	// No JVM with the agent: the scrape annotations the operator wrote are
+	// removed (null).
+	ann, _, _ = PodRecord{Exporter: "x", Containers: map[string]ContainerRecord{"side": {NoJVM: true}},
+		Written: promAnnotations}.annotations(live)
 	for _, k := range []string{AnnotationScrape, AnnotationExporter, AnnotationDiscoveryAnchor, AnnotationJVMPrefix + "0"} {
 		if v, ok := ann[k]; !ok || v != nil {
 			t.Errorf("%s is %v, want an explicit null", k, v)
@@ -138,6 +140,76 @@ func TestRecordRoundTripAndAnnotations(t *testing.T) {
 	}
 	if _, err := json.Marshal(rec); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAPodKeepsItsOwnPrometheusAnnotations: a pod that carries its own
+// prometheus.io annotations keeps them, the operator sets none and says so
+// in the record (which survives restarts); annotations the operator wrote
+// stay its own on later writes; records of earlier releases count the
+// scrape annotations as the operator's; and with no JVM left only the
+// operator's go.
+func TestAPodKeepsItsOwnPrometheusAnnotations(t *testing.T) {
+	injected := PodRecord{Exporter: "orders", Containers: map[string]ContainerRecord{
+		"app": {ContainerID: "containerd://a", JVMs: []JVMRecord{{PID: 1, Port: 9404}}}}}
+	own := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		AnnotationScrape: "true", AnnotationPort: "8080", "prometheus.io/scheme": "https"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
+	ann, rec, err := injected.annotations(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{AnnotationScrape, AnnotationPort, AnnotationPath, "prometheus.io/scheme"} {
+		if v, ok := ann[k]; ok {
+			t.Errorf("the pod's own %s is touched (%v)", k, v)
+		}
+	}
+	if ann[AnnotationPorts] == nil || *ann[AnnotationPorts] != "9404" || ann[AnnotationExporter] == nil {
+		t.Errorf("the operator's own annotations are missing: %v", ann)
+	}
+	if want := []string{AnnotationPort, "prometheus.io/scheme", AnnotationScrape}; len(rec.Written) != 0 || strings.Join(rec.Kept, ",") != strings.Join(want, ",") {
+		t.Errorf("written %v kept %v, want none written and %v kept", rec.Written, rec.Kept, want)
+	}
+	if back := readRecord(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationAgents: *ann[AnnotationAgents]}}}); len(back.Kept) != 3 {
+		t.Errorf("the record does not keep Kept: %+v", back)
+	}
+	if note := keptNote("p", rec); !strings.Contains(note, AnnotationPort) || !strings.Contains(note, "PodMonitor") {
+		t.Errorf("note %q", note)
+	}
+
+	// A pod without its own: the operator writes and owns them, and keeps
+	// owning them on the next write.
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
+	ann, rec, _ = injected.annotations(bare)
+	if ann[AnnotationScrape] == nil || ann[AnnotationPort] == nil || *ann[AnnotationPort] != "9404" || len(rec.Written) != 3 {
+		t.Fatalf("annotations %v, written %v", ann, rec.Written)
+	}
+	for k, v := range ann {
+		if v != nil {
+			bare.Annotations[k] = *v
+		}
+	}
+	if ann, rec, _ = readRecord(bare).annotations(bare); ann[AnnotationPort] == nil || len(rec.Written) != 3 || len(rec.Kept) != 0 {
+		t.Errorf("second write: annotations %v, written %v kept %v", ann, rec.Written, rec.Kept)
+	}
+
+	// A record of an earlier release (no written/kept) next to the scrape
+	// annotations it wrote: they are the operator's.
+	legacy := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		AnnotationScrape: "true", AnnotationPort: "9404", AnnotationPath: "/metrics", AnnotationExporter: "orders"}}}
+	if got := (PodRecord{Exporter: "orders"}).written(legacy); len(got) != 3 {
+		t.Errorf("legacy record: written %v, want the three scrape annotations", got)
+	}
+	// With no JVM left, the pod's own annotations stay.
+	none := PodRecord{Exporter: "orders", Containers: map[string]ContainerRecord{"app": {NoJVM: true}}, Kept: rec.Kept}
+	ann, _, _ = none.annotations(own)
+	for _, k := range []string{AnnotationScrape, AnnotationPort, "prometheus.io/scheme"} {
+		if _, ok := ann[k]; ok {
+			t.Errorf("no JVM: the pod's own %s is touched", k)
+		}
+	}
+	if v, ok := ann[AnnotationExporter]; !ok || v != nil {
+		t.Errorf("no JVM: %s is %v, want an explicit null", AnnotationExporter, v)
 	}
 }
 
@@ -167,7 +239,7 @@ func TestBasePortSkipsOtherContainersPorts(t *testing.T) {
 		"a": {ContainerID: "id-a", JVMs: []JVMRecord{{Port: 9404}, {Port: 9405}}},
 		"b": {ContainerID: "old-b", JVMs: []JVMRecord{{Port: 9406}}},
 	}}
-	ann, _ := rec.annotations(&corev1.Pod{})
+	ann, _, _ := rec.annotations(&corev1.Pod{})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationAgents: *ann[AnnotationAgents]}}}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", ContainerID: "id-a"}, {Name: "b", ContainerID: "id-b"}, {Name: "c", ContainerID: "id-c"}}
 	inUse := portsInUse(pod)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -42,6 +43,17 @@ type Reconciler struct {
 	// podMonitors is true when the operator keeps a PodMonitor per
 	// exporter: the cluster serves the kind and Options did not disable it.
 	podMonitors bool
+	// refused maps an exporter (namespace/name) to the last status the API
+	// server refused as invalid, so that the same status is never sent
+	// again (refusedMu guards it).
+	refusedMu sync.Mutex
+	refused   map[string]refusal
+}
+
+// refusal is a status the API server refused: its fingerprint
+// (statusFingerprint) and the server's words.
+type refusal struct {
+	fingerprint, message string
 }
 
 // Wait blocks until every injection job started so far has returned. Jobs
@@ -60,6 +72,9 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 		r.canaryMu.Lock()
 		delete(r.canary, ex.Namespace+"/"+ex.Name)
 		r.canaryMu.Unlock()
+		r.refusedMu.Lock()
+		delete(r.refused, ex.Namespace+"/"+ex.Name)
+		r.refusedMu.Unlock()
 		return nil
 	}
 	if ex.DeletionTimestamp != nil {
@@ -77,6 +92,7 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 			r.canaryMu.Unlock()
 		}
 	}
+	r.releaseDeparted(ctx, ex, plan.departed)
 	pmErr := r.ensurePodMonitor(ctx, ex, plan)
 	if err := r.writeStatus(ctx, ex, plan); err != nil {
 		return err
@@ -88,6 +104,35 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 		return sdk.RequeueAfter(plan.retryIn)
 	}
 	return nil
+}
+
+// releaseDeparted removes the operator's annotations from the pods that
+// left the exporter's selector, and says so in an Event on each pod and on
+// the exporter. A pod with a job still running is left to the next look
+// (the job wakes the exporter when it ends). Failures are logged and
+// retried at the next look.
+func (r *Reconciler) releaseDeparted(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, pods []*corev1.Pod) {
+	for _, pod := range pods {
+		if r.pool.Busy(string(pod.UID)) {
+			continue
+		}
+		changed, err := clearAnnotations(ctx, r.opts.Client, pod, ex.Name)
+		if err != nil {
+			sdk.LoggerFrom(ctx).Warnf("operator: %s/%s: pod %s left the selector: %v", ex.Namespace, ex.Name, pod.Name, err)
+			continue
+		}
+		if !changed {
+			continue
+		}
+		msg := fmt.Sprintf("pod %s no longer matches the selector of exporter %s: removed the annotations the operator wrote and its record; "+
+			"agents already loaded keep running until their containers restart (a java agent cannot be unloaded from a running JVM)", pod.Name, ex.Name)
+		sdk.LoggerFrom(ctx).Infof("operator: %s/%s: %s", ex.Namespace, ex.Name, msg)
+		ref := pod.DeepCopy()
+		ref.APIVersion, ref.Kind = "v1", "Pod"
+		rec := sdk.EventRecorderFrom(ctx)
+		rec.Event(ref, corev1.EventTypeNormal, "LeftSelector", msg)
+		rec.Event(ex, corev1.EventTypeNormal, "LeftSelector", msg)
+	}
 }
 
 // finalize removes the operator's annotations from the pods the exporter
@@ -137,6 +182,15 @@ type plan struct {
 	jobs        []*job
 	retryIn     time.Duration
 	strategyErr string
+	// agentErr says why spec.agent is refused (agentReason: AgentImageNotAllowed
+	// or AgentPathNotAllowed); while it is set nothing runs in any pod.
+	agentErr, agentReason string
+	// departed are pods that carry this exporter's record but that its
+	// selector no longer matches: they lose the operator's annotations.
+	departed []*corev1.Pod
+	// ownAnnotations are "pod (keys)" of injected pods that keep their own
+	// prometheus.io annotations, where the operator set none.
+	ownAnnotations []string
 
 	// configSHA is the config's sha256 (hex); configHash its prefix, as the
 	// pods' records keep it. generation is the exporter's.
@@ -170,23 +224,73 @@ type plan struct {
 
 type podState = string
 
+// defaulted fills in the operator's defaults. The agent's paths are always
+// the operator's own, whatever the exporter says (checkAgent refuses an
+// exporter that asks for others).
 func (r *Reconciler) defaulted(spec jmxv1alpha1.PrometheusJmxExporterSpec) jmxv1alpha1.PrometheusJmxExporterSpec {
 	if spec.Injection.Strategy == "" {
 		spec.Injection.Strategy = r.opts.DefaultStrategy
 	}
-	if spec.Agent == nil {
-		spec.Agent = &jmxv1alpha1.Agent{}
+	agent := jmxv1alpha1.Agent{}
+	if spec.Agent != nil {
+		agent.Image = spec.Agent.Image
 	}
-	if spec.Agent.Image == "" {
-		spec.Agent.Image = r.opts.AgentImage
+	if agent.Image == "" {
+		agent.Image = r.opts.AgentImage
 	}
-	if spec.Agent.Path == "" {
-		spec.Agent.Path = r.opts.AgentPath
-	}
-	if spec.Agent.AttachHelperPath == "" {
-		spec.Agent.AttachHelperPath = r.opts.AttachHelperPath
-	}
+	agent.Path, agent.AttachHelperPath = r.opts.AgentPath, r.opts.AttachHelperPath
+	spec.Agent = &agent
 	return spec.Defaulted()
+}
+
+// checkAgent says why the exporter's spec.agent is refused (reason and
+// message), or "" when it is acceptable: its image is the operator's own or
+// on the allowlist, and its paths are empty or the operator's own. Whoever
+// may create an exporter must not decide what runs in other people's pods.
+func (r *Reconciler) checkAgent(a *jmxv1alpha1.Agent) (reason, msg string) {
+	if a == nil {
+		return "", ""
+	}
+	if a.Image != "" && !r.imageAllowed(a.Image) {
+		return jmxv1alpha1.ReasonAgentImageNotAllowed, fmt.Sprintf(
+			"spec.agent.image %q is not an agent image this operator runs (allowed: %s); nothing was run in any pod: "+
+				"leave spec.agent.image empty, or have an administrator add the exact reference to the operator's --allowed-agent-images (env ALLOWED_AGENT_IMAGES)",
+			a.Image, strings.Join(r.allowedImages(), ", "))
+	}
+	for _, f := range []struct{ field, got, own, flag string }{
+		{"spec.agent.path", a.Path, r.opts.AgentPath, "--agent-path"},
+		{"spec.agent.attachHelperPath", a.AttachHelperPath, r.opts.AttachHelperPath, "--attach-helper-path"},
+	} {
+		if f.got != "" && f.got != f.own {
+			return jmxv1alpha1.ReasonAgentPathNotAllowed, fmt.Sprintf(
+				"%s %q differs from the operator's own %q: the paths in the agent image are fixed by the operator (its %s flag), not by exporters; nothing was run in any pod: "+
+					"remove %s (it is deprecated and must be empty or equal the operator's own)",
+				f.field, f.got, f.own, f.flag, f.field)
+		}
+	}
+	return "", ""
+}
+
+// imageAllowed says whether image is the operator's agent image or on its
+// allowlist (exact references).
+func (r *Reconciler) imageAllowed(image string) bool {
+	for _, a := range r.allowedImages() {
+		if a == image {
+			return true
+		}
+	}
+	return false
+}
+
+// allowedImages is the operator's agent image, then its allowlist.
+func (r *Reconciler) allowedImages() []string {
+	out := []string{r.opts.AgentImage}
+	for _, a := range r.opts.AllowedAgentImages {
+		if a = strings.TrimSpace(a); a != "" && a != r.opts.AgentImage {
+			out = appendOnce(out, a)
+		}
+	}
+	return out
 }
 
 func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter) *plan {
@@ -227,9 +331,11 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	}
 	strategy, ok := r.strategies[p.spec.Injection.Strategy]
 	if !ok {
-		p.strategyErr = fmt.Sprintf("injection strategy %s is disabled in this operator (its --strategies flag); use one of %s",
-			p.spec.Injection.Strategy, strings.Join(r.strategyNames(), ", "))
+		p.strategyErr = fmt.Sprintf("spec.injection.strategy %s is not enabled in this operator (its --strategies flag, env STRATEGIES, enables %s); no pod was touched: "+
+			"use %s, or have an administrator enable %s (the flag and its RBAC)",
+			p.spec.Injection.Strategy, strings.Join(r.strategyNames(), ", "), strings.Join(r.strategyNames(), " or "), p.spec.Injection.Strategy)
 	}
+	p.agentReason, p.agentErr = r.checkAgent(ex.Spec.Agent)
 
 	var pods corev1.PodList
 	if err := r.read.List(ctx, ex.Namespace, &pods, query.WithLabelSelector(sel.String()), query.FromWatch(WatchPods)); err != nil {
@@ -253,10 +359,11 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 			continue
 		}
 		r.observe(p, pod)
-		r.planPod(ctx, ex, p, pod, valid && p.strategyErr == "" && !p.breakerOpen, strategy)
+		r.planPod(ctx, ex, p, pod, valid && p.strategyErr == "" && p.agentErr == "" && !p.breakerOpen, strategy)
 	}
+	p.departed = r.departed(ctx, ex, sel)
 	r.judge(ex, p)
-	if p.configValid.Status != metav1.ConditionTrue || p.breakerOpen {
+	if p.configValid.Status != metav1.ConditionTrue || p.breakerOpen || p.agentErr != "" || p.strategyErr != "" {
 		p.jobs = nil
 	} else {
 		r.gate(ex.Namespace+"/"+ex.Name, p)
@@ -553,6 +660,13 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 		case ok:
 			jvms += len(c.JVMs)
 			for _, jr := range c.JVMs {
+				// One endpoint per (pod, port), the key the API server
+				// enforces: two containers' records that name the same
+				// JVM (a shared process namespace seen through either)
+				// are one endpoint, the first container's.
+				if p.hasEndpoint(pod.Name, jr.Port) {
+					continue
+				}
 				p.endpoints = append(p.endpoints, jmxv1alpha1.MetricsEndpoint{
 					Pod: pod.Name, Container: cs.Name, JVM: jr.Main, PID: int32(jr.PID), JVMStartedAt: jr.StartedAt,
 					PodIP: pod.Status.PodIP, Port: jr.Port, ContainerID: cs.ContainerID, InjectedAt: derefTime(c.InjectedAt),
@@ -582,6 +696,9 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 			j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: ok})
 		}
 	}
+	if jvms > 0 && len(rec.Kept) > 0 {
+		p.ownAnnotations = append(p.ownAnnotations, fmt.Sprintf("%s (%s)", pod.Name, strings.Join(rec.Kept, ", ")))
+	}
 	if selected > 0 && noJVM == selected {
 		state = podNoJVM
 	} else if state == podInjected && jvms == 0 {
@@ -594,6 +711,37 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 		}
 		p.jobs = append(p.jobs, j)
 	}
+}
+
+// hasEndpoint says whether the plan lists an endpoint of pod on port.
+func (p *plan) hasEndpoint(pod string, port int32) bool {
+	for _, e := range p.endpoints {
+		if e.Pod == pod && e.Port == port {
+			return true
+		}
+	}
+	return false
+}
+
+// departed returns the pods that carry ex's record although its selector no
+// longer matches them (their labels changed, or the selector did): the
+// operator's annotations on them go.
+func (r *Reconciler) departed(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, sel labels.Selector) []*corev1.Pod {
+	var pods corev1.PodList
+	if err := r.read.List(ctx, ex.Namespace, &pods, query.FromWatch(WatchPods)); err != nil {
+		return nil
+	}
+	var out []*corev1.Pod
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if _, ok := pod.Annotations[AnnotationAgents]; !ok || pod.DeletionTimestamp != nil || sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		if readRecord(pod).Exporter == ex.Name {
+			out = append(out, pod)
+		}
+	}
+	return out
 }
 
 func selectedContainer(names []string, name string) bool {
@@ -781,6 +929,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 	setCondition(st, r.configAppliedCondition(p))
 	setCondition(st, r.degradedCondition(p, st.CircuitBreaker))
 
+	// A status the API server refused before is not sent again: the
+	// reduced one is.
+	key := ex.Namespace + "/" + ex.Name
+	fp := statusFingerprint(st)
+	r.refusedMu.Lock()
+	known, refusedBefore := r.refused[key]
+	r.refusedMu.Unlock()
+	if refusedBefore && known.fingerprint == fp {
+		st = reducedStatus(st, known.message)
+		keepTransitionTimes(st, old)
+	}
+
 	rec := sdk.EventRecorderFrom(ctx)
 	for _, c := range st.Conditions {
 		bad := c.Type == jmxv1alpha1.ConditionDegraded && c.Status == metav1.ConditionTrue ||
@@ -800,7 +960,41 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 		return nil
 	}
 	ex.Status = *st
-	if err := action.UpdateStatus(ctx, ex); err != nil {
+	err := action.UpdateStatus(ctx, ex)
+	if apierrors.IsInvalid(err) {
+		// Sending the same status again gets the same answer: remember it,
+		// say so, and write what the server accepts instead.
+		msg := truncateMsg(err.Error(), 2000)
+		r.refusedMu.Lock()
+		r.refused[key] = refusal{fingerprint: fp, message: msg}
+		r.refusedMu.Unlock()
+		reduced := reducedStatus(st, msg)
+		keepTransitionTimes(reduced, old)
+		c := findCondition(reduced.Conditions, jmxv1alpha1.ConditionDegraded)
+		rec.Event(ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonStatusRefused, c.Message)
+		sdk.LoggerFrom(ctx).Errorf("operator: %s/%s: the API server refused the status as invalid (not sent again unchanged; writing it without metricsEndpoints and portPendingPods): %s",
+			ex.Namespace, ex.Name, msg)
+		ex.Status = *reduced
+		err = action.UpdateStatus(ctx, ex)
+		if apierrors.IsInvalid(err) {
+			// Even the reduced status is refused: keep only the generation
+			// and the conditions, whose messages the schema bounds.
+			minimal := &jmxv1alpha1.PrometheusJmxExporterStatus{ObservedGeneration: reduced.ObservedGeneration,
+				MatchedPods: reduced.MatchedPods, InjectedPods: reduced.InjectedPods, FailedPods: reduced.FailedPods}
+			for _, c := range reduced.Conditions {
+				c.Message = truncateMsg(c.Message, 1000)
+				minimal.Conditions = append(minimal.Conditions, c)
+			}
+			ex.Status = *minimal
+			err = action.UpdateStatus(ctx, ex)
+			if apierrors.IsInvalid(err) {
+				sdk.LoggerFrom(ctx).Errorf("operator: %s/%s: the API server refused even a minimal status; not retried until the exporter or its pods change: %v",
+					ex.Namespace, ex.Name, err)
+				return nil
+			}
+		}
+	}
+	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return sdk.RequeueAfter(0)
 		}
@@ -809,15 +1003,59 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 	return nil
 }
 
+// reducedStatus is st without the lists the API server can refuse
+// (metricsEndpoints, portPendingPods), with Degraded=True, reason
+// StatusRefused, quoting the server.
+func reducedStatus(st *jmxv1alpha1.PrometheusJmxExporterStatus, serverMsg string) *jmxv1alpha1.PrometheusJmxExporterStatus {
+	out := st.DeepCopy()
+	msg := fmt.Sprintf("the API server refused this exporter's status as invalid (%s); the operator does not send that status again, and wrote it without "+
+		"metricsEndpoints (%d left out) and portPendingPods; the agents themselves are not affected: report this as a bug with the message",
+		serverMsg, len(out.MetricsEndpoints))
+	if d := findCondition(st.Conditions, jmxv1alpha1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue && d.Reason != jmxv1alpha1.ReasonStatusRefused {
+		msg += fmt.Sprintf("; before that, Degraded was %s: %s", d.Reason, d.Message)
+	}
+	out.MetricsEndpoints, out.PortPendingPods = nil, nil
+	setCondition(out, condition(jmxv1alpha1.ConditionDegraded, true, jmxv1alpha1.ReasonStatusRefused, msg))
+	return out
+}
+
+// keepTransitionTimes gives each condition of st whose status is the same
+// in old old's lastTransitionTime.
+func keepTransitionTimes(st, old *jmxv1alpha1.PrometheusJmxExporterStatus) {
+	for i := range st.Conditions {
+		if o := findCondition(old.Conditions, st.Conditions[i].Type); o != nil && o.Status == st.Conditions[i].Status {
+			st.Conditions[i].LastTransitionTime = o.LastTransitionTime
+		}
+	}
+}
+
+// statusFingerprint identifies a status by its content, without the
+// conditions' transition times (which change on every computation of a new
+// condition).
+func statusFingerprint(st *jmxv1alpha1.PrometheusJmxExporterStatus) string {
+	c := st.DeepCopy()
+	for i := range c.Conditions {
+		c.Conditions[i].LastTransitionTime = metav1.Time{}
+	}
+	for i := range c.MetricsEndpoints {
+		c.MetricsEndpoints[i].InjectedAt = metav1.Time{}
+	}
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
 func (r *Reconciler) readyCondition(p *plan, counts map[string]int) metav1.Condition {
 	ready := func(ok bool, reason, msg string) metav1.Condition {
 		return condition(jmxv1alpha1.ConditionReady, ok, reason, msg)
 	}
 	switch {
+	case p.agentErr != "":
+		return ready(false, p.agentReason, p.agentErr)
 	case p.configValid.Status != metav1.ConditionTrue:
 		return ready(false, p.configValid.Reason, "the config is not valid: "+p.configValid.Message)
 	case p.strategyErr != "":
-		return ready(false, jmxv1alpha1.ReasonInjectionFailed, p.strategyErr)
+		return ready(false, jmxv1alpha1.ReasonStrategyDisabled, p.strategyErr)
 	case p.breakerOpen && (counts[podPending] > 0 || counts[podFailed] > 0):
 		return ready(false, jmxv1alpha1.ReasonJVMEndedAfterInjection,
 			"the circuit breaker is open: no container is injected until the exporter's spec or config changes (see the Degraded condition)")
@@ -837,7 +1075,13 @@ func (r *Reconciler) readyCondition(p *plan, counts map[string]int) metav1.Condi
 	case counts[podInjected] == 0:
 		return ready(false, jmxv1alpha1.ReasonInjectionPending, "no pod is injected yet")
 	}
-	return ready(true, jmxv1alpha1.ReasonAllInjected, fmt.Sprintf("%d JVMs in %d pods serve metrics", len(p.endpoints), counts[podInjected]))
+	msg := fmt.Sprintf("%d JVMs in %d pods serve metrics", len(p.endpoints), counts[podInjected])
+	if len(p.ownAnnotations) > 0 {
+		sort.Strings(p.ownAnnotations)
+		msg += "; these pods keep their own prometheus.io annotations, so the operator set none there (the agents' ports are in " +
+			AnnotationPorts + " and the PodMonitor, if any, scrapes them): " + limitList(p.ownAnnotations, 10)
+	}
+	return ready(true, jmxv1alpha1.ReasonAllInjected, msg)
 }
 
 // configAppliedCondition says whether the loaded agents serve the current
@@ -881,14 +1125,16 @@ func (r *Reconciler) degradedCondition(p *plan, cb *jmxv1alpha1.CircuitBreaker) 
 		return condition(jmxv1alpha1.ConditionDegraded, bad, reason, msg)
 	}
 	switch {
+	case p.agentErr != "":
+		return deg(true, p.agentReason, p.agentErr)
+	case p.strategyErr != "":
+		return deg(true, jmxv1alpha1.ReasonStrategyDisabled, p.strategyErr)
 	case p.breakerOpen && cb != nil:
 		return deg(true, jmxv1alpha1.ReasonJVMEndedAfterInjection, fmt.Sprintf(
 			"pod %s container %s: %s; the circuit breaker is open: no other container is injected until the exporter's spec or config changes",
 			cb.Pod, cb.Container, cb.Message))
 	case len(p.failures) > 0:
 		return deg(true, jmxv1alpha1.ReasonInjectionFailed, limitList(p.failures, 10))
-	case p.strategyErr != "":
-		return deg(true, jmxv1alpha1.ReasonInjectionFailed, p.strategyErr)
 	case len(p.conflicts) > 0:
 		var parts []string
 		for other, pods := range p.conflicts {

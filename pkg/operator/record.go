@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,15 +51,18 @@ const (
 	AnnotationDiscoveryAnchor = "jmx.handlerkit.dev/discovery-anchor"
 )
 
-// ownedAnnotations are removed from a pod when its exporter goes away, with
-// every AnnotationJVMPrefix annotation.
-var ownedAnnotations = []string{AnnotationAgents, AnnotationPorts, AnnotationScrape, AnnotationPort, AnnotationPath,
-	AnnotationExporter, AnnotationDiscoveryAnchor}
+// promAnnotations are the prometheus.io annotations the operator writes on a
+// pod that has none of its own (PodRecord.Written says which it wrote).
+var promAnnotations = []string{AnnotationScrape, AnnotationPort, AnnotationPath}
 
-// scrapeAnnotations are written while the pod has a JVM with the agent and
-// removed when it has none.
-var scrapeAnnotations = []string{AnnotationPorts, AnnotationScrape, AnnotationPort, AnnotationPath,
-	AnnotationExporter, AnnotationDiscoveryAnchor}
+// promPrefix starts the annotations Prometheus' kubernetes-pods job reads; a
+// pod that carries any of its own keeps them, and the operator sets none.
+const promPrefix = "prometheus.io/"
+
+// jmxAnnotations are the operator's own jmx.handlerkit.dev annotations
+// besides the record and the per-JVM ones: written while the pod has a JVM
+// with the agent, removed when it has none or leaves the exporter.
+var jmxAnnotations = []string{AnnotationPorts, AnnotationExporter, AnnotationDiscoveryAnchor}
 
 // PodRecord is the operator's record of one pod, kept in AnnotationAgents so
 // that it survives operator restarts and is visible with kubectl.
@@ -69,6 +73,14 @@ type PodRecord struct {
 	// Containers maps a container name to what happened to its current (or
 	// last seen) start.
 	Containers map[string]ContainerRecord `json:"containers,omitempty"`
+	// Written are the prometheus.io annotations the operator set on the pod
+	// (and so may change and remove). Kept are the pod's own prometheus.io
+	// annotations, found before the operator wrote any: the operator leaves
+	// them as they are and sets none of its own (its PodMonitor, and the
+	// jmx.handlerkit.dev annotations, still name the agents). Keeping both
+	// in the record makes them survive operator restarts.
+	Written []string `json:"written,omitempty"`
+	Kept    []string `json:"kept,omitempty"`
 }
 
 // ContainerRecord is what happened to one container start. It applies only
@@ -188,14 +200,44 @@ func (r PodRecord) current(container, containerID string) (ContainerRecord, bool
 	return c, true
 }
 
+// written returns the prometheus.io annotations the operator set on pod. A
+// record of an earlier release, which tracked neither Written nor Kept,
+// wrote them whenever it wrote AnnotationExporter.
+func (r PodRecord) written(pod *corev1.Pod) []string {
+	if r.Written != nil || r.Kept != nil {
+		return r.Written
+	}
+	if _, ok := pod.Annotations[AnnotationExporter]; !ok {
+		return nil
+	}
+	var out []string
+	for _, k := range promAnnotations {
+		if _, ok := pod.Annotations[k]; ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// ownPromAnnotations are the pod's prometheus.io annotations that the
+// operator did not write, sorted.
+func ownPromAnnotations(pod *corev1.Pod, written []string) []string {
+	var out []string
+	for k := range pod.Annotations {
+		if strings.HasPrefix(k, promPrefix) && !slices.Contains(written, k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // annotations renders the record and the scrape annotations derived from it
 // for pod (its spec names the discovery anchor; its annotations, the
-// per-JVM annotations of an earlier record that no longer apply).
-func (r PodRecord) annotations(pod *corev1.Pod) (map[string]*string, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
+// per-JVM annotations of an earlier record that no longer apply, and the
+// pod's own prometheus.io annotations, which are never touched). It returns
+// the record as written, with Written and Kept updated.
+func (r PodRecord) annotations(pod *corev1.Pod) (map[string]*string, PodRecord, error) {
 	type jvm struct {
 		container string
 		port      int32
@@ -209,18 +251,20 @@ func (r PodRecord) annotations(pod *corev1.Pod) (map[string]*string, error) {
 	sort.Slice(jvms, func(i, j int) bool {
 		return jvms[i].port < jvms[j].port || jvms[i].port == jvms[j].port && jvms[i].container < jvms[j].container
 	})
-	out := map[string]*string{AnnotationAgents: ptrTo(string(b))}
+	out := map[string]*string{}
 	// Per-JVM annotations beyond the current count go.
 	for k := range pod.Annotations {
 		if i, ok := jvmIndex(k); ok && i >= len(jvms) {
 			out[k] = nil
 		}
 	}
+	written := r.written(pod)
 	if len(jvms) == 0 {
-		for _, k := range scrapeAnnotations {
+		for _, k := range append(slices.Clone(jmxAnnotations), written...) {
 			out[k] = nil
 		}
-		return out, nil
+		r.Written, r.Kept = nil, nil
+		return r.render(out)
 	}
 	list := make([]string, len(jvms))
 	for i, j := range jvms {
@@ -228,12 +272,40 @@ func (r PodRecord) annotations(pod *corev1.Pod) (map[string]*string, error) {
 		out[AnnotationJVMPrefix+strconv.Itoa(i)] = ptrTo(j.container + ":" + list[i])
 	}
 	out[AnnotationPorts] = ptrTo(strings.Join(list, ","))
+	out[AnnotationExporter] = ptrTo(r.Exporter)
+	out[AnnotationDiscoveryAnchor] = ptrTo(discoveryAnchor(pod))
+	if own := ownPromAnnotations(pod, written); len(written) == 0 && len(own) > 0 {
+		// The pod's own scrape annotations describe its own target: the
+		// operator's would mix with them, so it sets none.
+		r.Written, r.Kept = nil, own
+		return r.render(out)
+	}
 	out[AnnotationScrape] = ptrTo("true")
 	out[AnnotationPort] = ptrTo(list[0])
 	out[AnnotationPath] = ptrTo("/metrics")
-	out[AnnotationExporter] = ptrTo(r.Exporter)
-	out[AnnotationDiscoveryAnchor] = ptrTo(discoveryAnchor(pod))
-	return out, nil
+	r.Written, r.Kept = slices.Clone(promAnnotations), nil
+	return r.render(out)
+}
+
+// render adds the record itself to out.
+func (r PodRecord) render(out map[string]*string) (map[string]*string, PodRecord, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, r, err
+	}
+	out[AnnotationAgents] = ptrTo(string(b))
+	return out, r, nil
+}
+
+// keptNote says, for a pod whose own prometheus.io annotations the operator
+// left alone, why the operator set none.
+func keptNote(pod string, rec PodRecord) string {
+	if len(rec.Kept) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("pod %s has its own %s annotations, which the operator keeps: it set no prometheus.io annotations of its own there "+
+		"(the agents are named in %s, and the exporter's PodMonitor, when the cluster has one, scrapes them)",
+		pod, strings.Join(rec.Kept, ", "), AnnotationPorts)
 }
 
 // jvmIndex parses the index of an AnnotationJVMPrefix annotation.
@@ -266,70 +338,91 @@ func ptrTo[T any](v T) *T { return &v }
 // updateRecord reads the pod from the API server, applies change to its
 // record and merge-patches the annotations, with the pod's resourceVersion as
 // a precondition so that concurrent writers never lose each other's record.
-// It retries on conflicts. A pod that was replaced (other UID) or deleted is
-// left alone.
-func updateRecord(ctx context.Context, client kubernetes.Interface, namespace, name string, uid types.UID, change func(*PodRecord)) error {
+// It retries on conflicts, and returns the record as written. A pod that was
+// replaced (other UID) or deleted is left alone (an empty record).
+func updateRecord(ctx context.Context, client kubernetes.Interface, namespace, name string, uid types.UID, change func(*PodRecord)) (PodRecord, error) {
 	pods := client.CoreV1().Pods(namespace)
 	for try := 0; ; try++ {
 		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return nil
+			return PodRecord{}, nil
 		}
 		if err != nil {
-			return err
+			return PodRecord{}, err
 		}
 		if pod.UID != uid {
-			return nil
+			return PodRecord{}, nil
 		}
 		rec := readRecord(pod)
 		change(&rec)
-		ann, err := rec.annotations(pod)
+		ann, rec, err := rec.annotations(pod)
 		if err != nil {
-			return err
+			return PodRecord{}, err
 		}
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": pod.ResourceVersion, "annotations": ann}})
 		if err != nil {
-			return err
+			return PodRecord{}, err
 		}
 		_, err = pods.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 		if apierrors.IsConflict(err) && try < 10 {
 			time.Sleep(time.Duration(10*(try+1)) * time.Millisecond)
 			continue
 		}
-		return err
+		return rec, err
 	}
 }
 
 // clearAnnotations removes the operator's annotations from a pod that
-// exporter injected. It reports whether it changed the pod.
+// exporter injected: its record, its jmx.handlerkit.dev annotations and
+// exactly the prometheus.io annotations it wrote (the record says which),
+// never the pod's own. It reads the pod live and patches with its
+// resourceVersion as a precondition, so that a record written meanwhile is
+// not misread. It reports whether it changed the pod.
 func clearAnnotations(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, exporter string) (bool, error) {
 	if _, ok := pod.Annotations[AnnotationAgents]; !ok {
 		return false, nil
 	}
-	if rec := readRecord(pod); rec.Exporter != exporter {
-		return false, nil
-	}
-	ann := map[string]any{}
-	for _, k := range ownedAnnotations {
-		ann[k] = nil
-	}
-	for k := range pod.Annotations {
-		if _, ok := jvmIndex(k); ok {
+	pods := client.CoreV1().Pods(pod.Namespace)
+	for try := 0; ; try++ {
+		live, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		if _, ok := live.Annotations[AnnotationAgents]; live.UID != pod.UID || !ok {
+			return false, nil
+		}
+		rec := readRecord(live)
+		if rec.Exporter != exporter {
+			return false, nil
+		}
+		ann := map[string]any{AnnotationAgents: nil}
+		for _, k := range append(slices.Clone(jmxAnnotations), rec.written(live)...) {
 			ann[k] = nil
 		}
+		for k := range live.Annotations {
+			if _, ok := jvmIndex(k); ok {
+				ann[k] = nil
+			}
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": live.ResourceVersion, "annotations": ann}})
+		if err != nil {
+			return false, err
+		}
+		_, err = pods.Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		switch {
+		case apierrors.IsConflict(err) && try < 10:
+			time.Sleep(time.Duration(10*(try+1)) * time.Millisecond)
+			continue
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("clear the annotations of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		return true, nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid": pod.UID, "annotations": ann}})
-	if err != nil {
-		return false, err
-	}
-	_, err = client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("clear the annotations of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	return true, nil
 }

@@ -44,6 +44,8 @@ type cluster struct {
 	ctx  context.Context
 	kube kubernetes.Interface
 	jmx  versioned.Interface
+	// log is the log of the operator runOperator started last.
+	log *lockedBuffer
 }
 
 func newCluster(t *testing.T, timeout time.Duration) *cluster {
@@ -146,9 +148,10 @@ func (c *cluster) runOperator(t *testing.T, ns string, o operator.Options) (stop
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logBuf lockedBuffer
+	logBuf := &lockedBuffer{}
+	c.log = logBuf
 	log := logrus.New()
-	log.SetOutput(&logBuf)
+	log.SetOutput(logBuf)
 	op, err := sdk.New(c.env.Config(), sdk.WithScheme(scheme), sdk.WithRegisterer(prometheus.NewRegistry()),
 		sdk.WithMetricsAddr("0"), sdk.WithLogger(log))
 	if err != nil {

@@ -43,7 +43,7 @@ func benchStartToScrape(b *testing.B, strategy jmxv1alpha1.InjectionStrategy) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		deployOperator(b, ns)
+		deployOperator(b, ns, withExec())
 		labels := map[string]string{"app": "bench"}
 		ex := exporter("bench", labels, func(ex *jmxv1alpha1.PrometheusJmxExporter) { ex.Spec.Injection.Strategy = strategy })
 		if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Create(context.Background(), ex, metav1.CreateOptions{}); err != nil {

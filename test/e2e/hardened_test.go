@@ -117,7 +117,7 @@ func checkServingOnce(t *testing.T, ns, name string, ephemeral int) {
 // copies are in the pod's own /tmp volume.
 func TestHardenedPodIsInjectedWithEitherStrategy(t *testing.T) {
 	ns := newNamespace(t, "e2e-hardened", nil)
-	deployOperator(t, ns)
+	deployOperator(t, ns, withExec())
 	cases := []struct {
 		pod      string
 		strategy jmxv1alpha1.InjectionStrategy
@@ -163,7 +163,7 @@ func TestHardenedPodIsInjectedWithEitherStrategy(t *testing.T) {
 func TestTmpLinkJVMIsInjected(t *testing.T) {
 	needImage(t, testimages.TmpLinkJVMRef, testimages.BuildTmpLinkJVM)
 	ns := newNamespace(t, "e2e-tmplink", nil)
-	deployOperator(t, ns)
+	deployOperator(t, ns, withExec())
 	cases := []struct {
 		pod       string
 		strategy  jmxv1alpha1.InjectionStrategy

@@ -146,7 +146,7 @@ func TestEphemeralContainerInjectsRunningJVMs(t *testing.T) {
 
 func TestExecInjectsRunningJVM(t *testing.T) {
 	ns := newNamespace(t, "e2e-exec", nil)
-	deployOperator(t, ns)
+	deployOperator(t, ns, withExec())
 	labels := map[string]string{"app": "billing"}
 	createPod(t, ns, jvmPod("jvm", labels, testimages.JVMAppRef, asUser(1000, 1000)))
 	waitRunning(t, ns, "jvm")

@@ -50,6 +50,9 @@ var (
 	// sampleApp is the sample application in the JVM images, for images
 	// that tests build on demand (hardened_test.go).
 	sampleApp testimages.JavaApp
+	// agentArchive is the agent image's archive, for tests that load it
+	// under a second name (trust_test.go).
+	agentArchive string
 )
 
 // operatorName is the name of the operator's Deployment, ServiceAccount and
@@ -159,6 +162,7 @@ func buildImages(ctx context.Context, work string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	agentArchive = agent.File
 	app, err := jvmtest.BuildSampleApp(filepath.Join(work, "app"))
 	if err != nil {
 		return nil, err
@@ -247,6 +251,12 @@ func withArgs(args ...string) operatorSetup {
 		c := &d.Spec.Template.Spec.Containers[0]
 		c.Args = append(c.Args, args...)
 	}
+}
+
+// withExec enables the Exec strategy next to EphemeralContainer: the
+// operator's default is EphemeralContainer alone, and Exec is opt-in.
+func withExec() operatorSetup {
+	return withArgs("--strategies=EphemeralContainer,Exec")
 }
 
 // withReplicas sets the operator's replicas.

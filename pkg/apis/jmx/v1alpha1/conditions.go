@@ -105,6 +105,27 @@ const (
 	// ReasonInvalidSelector (ConfigValid=False): spec.selector does not
 	// convert to a label selector.
 	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonAgentImageNotAllowed (Degraded=True, Ready=False):
+	// spec.agent.image is neither the operator's --agent-image nor on its
+	// --allowed-agent-images; no container is added to any pod and nothing
+	// runs in one. The message names the image and how an administrator
+	// allows it.
+	ReasonAgentImageNotAllowed = "AgentImageNotAllowed"
+	// ReasonAgentPathNotAllowed (Degraded=True, Ready=False):
+	// spec.agent.path or spec.agent.attachHelperPath differs from the
+	// operator's own (--agent-path, --attach-helper-path); those paths are
+	// fixed by the operator, and the exporter is not acted on until the field
+	// is emptied.
+	ReasonAgentPathNotAllowed = "AgentPathNotAllowed"
+	// ReasonStrategyDisabled (Degraded=True, Ready=False):
+	// spec.injection.strategy names a strategy that this operator does not
+	// use (its --strategies flag; Exec is opt-in); no pod is touched.
+	ReasonStrategyDisabled = "StrategyDisabled"
+	// ReasonStatusRefused (Degraded=True): the API server refused the
+	// status the operator computed as invalid; the operator wrote a reduced
+	// status instead (without the list the server refused) and does not
+	// write the refused one again. The message carries the server's words.
+	ReasonStatusRefused = "StatusRefused"
 )
 
 // Permanent injection failure reasons. They appear in Events, in the

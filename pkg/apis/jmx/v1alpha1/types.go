@@ -84,9 +84,11 @@ type PrometheusJmxExporterSpec struct {
 	// +kubebuilder:default={}
 	Injection Injection `json:"injection,omitempty"`
 
-	// Agent overrides where the agent jar and the attach helper come from.
-	// When absent, or for each empty field, the defaults of the running
-	// operator release apply; the fields below name them.
+	// Agent names the image that carries the agent jar and the attach helper.
+	// When absent, or for each empty field, the running operator's own
+	// (its --agent-image, --agent-path and --attach-helper-path) apply. An
+	// image must be on the operator's allowlist (--allowed-agent-images);
+	// anything else is refused (Degraded=True) and nothing runs in any pod.
 	// +optional
 	Agent *Agent `json:"agent,omitempty"`
 }
@@ -137,26 +139,38 @@ type Injection struct {
 	Strategy InjectionStrategy `json:"strategy,omitempty"`
 }
 
-// Agent overrides the defaults for the image that carries the agent jar and
-// the attach helper. Every field is optional; empty fields take the defaults
-// of the running operator, so that upgrading the operator upgrades the agent
-// of every exporter that did not pin one.
+// Agent selects the image that carries the agent jar and the attach helper.
+// Every field is optional; empty fields take the running operator's own, so
+// that upgrading the operator upgrades the agent of every exporter that did
+// not pin one. What runs in other people's pods is the operator's decision,
+// not the exporter's: the image must be on the operator's allowlist and the
+// paths are always the operator's.
 type Agent struct {
-	// Image carries the agent jar and the attach helper.
-	// Defaults to DefaultAgentImage (ghcr.io/handlerkit/jmx-agent:v0.1.0).
+	// Image carries the agent jar and the attach helper. It must be the
+	// operator's --agent-image (DefaultAgentImage,
+	// ghcr.io/handlerkit/jmx-agent:v0.1.0, unless the operator was started
+	// with another) or one of its --allowed-agent-images, compared as exact
+	// references; any other image is refused with Degraded=True, reason
+	// AgentImageNotAllowed, and no container is added to any pod.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
-	// Path is the absolute path of the agent jar inside Image. Defaults to
-	// DefaultAgentPath (/opt/handlerkit/jmx-agent.jar).
+	// Path is deprecated: the agent jar's path is fixed by the operator
+	// (--agent-path, DefaultAgentPath /opt/handlerkit/jmx-agent.jar). It must
+	// be empty or equal the operator's own; any other value is refused with
+	// Degraded=True, reason AgentPathNotAllowed. The field stays so that such
+	// an exporter is refused visibly rather than silently pruned.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:Pattern=`^/`
 	Path string `json:"path,omitempty"`
 
-	// AttachHelperPath is the absolute path of the attach helper inside
-	// Image. Defaults to DefaultAttachHelperPath (/usr/local/bin/jmx-attach).
+	// AttachHelperPath is deprecated: the attach helper's path is fixed by
+	// the operator (--attach-helper-path, DefaultAttachHelperPath
+	// /usr/local/bin/jmx-attach). It must be empty or equal the operator's
+	// own; any other value is refused with Degraded=True, reason
+	// AgentPathNotAllowed.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:Pattern=`^/`
