@@ -264,10 +264,11 @@ func withReplicas(n int32) operatorSetup {
 	return func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(n) }
 }
 
-// rbacFiles are the operator's RBAC manifests in deploy/operator: the
-// served namespace's and home namespace's Roles, and each strategy's.
+// rbacFiles are the operator's RBAC manifests: the served namespace's and
+// home namespace's Roles, and each strategy's (Exec's from its opt-in,
+// deploy/overlays/exec, because tests that pass withExec use it).
 var rbacFiles = []string{"deploy/operator/rbac.yaml",
-	"deploy/operator/rbac-ephemeralcontainer.yaml", "deploy/operator/rbac-exec.yaml"}
+	"deploy/operator/rbac-ephemeralcontainer.yaml", "deploy/overlays/exec/rbac-exec.yaml"}
 
 // deployOperator applies deploy/operator's RBAC files and operator.yaml in
 // ns, as a cluster admin would, and waits until a replica is ready. The
