@@ -310,7 +310,8 @@ func SecurityContext(t Target) *corev1.SecurityContext {
 
 // relativeCapabilities writes the capability set have (nil: the runtime's
 // default set) as drops from and additions to DefaultCapabilities. SYS_PTRACE
-// is never added, even for a target that has it.
+// is never added: a target that holds it (or is privileged) gets the
+// runtime's default set and nothing more.
 func relativeCapabilities(have []corev1.Capability) *corev1.Capabilities {
 	caps := &corev1.Capabilities{}
 	if have == nil {
@@ -320,9 +321,13 @@ func relativeCapabilities(have []corev1.Capability) *corev1.Capabilities {
 	for _, c := range have {
 		set[c] = true
 	}
-	if set["ALL"] {
-		caps.Add = []corev1.Capability{"ALL"}
-		caps.Drop = []corev1.Capability{"SYS_PTRACE"}
+	if set["ALL"] || set["SYS_PTRACE"] {
+		// A privileged target, or one that added SYS_PTRACE: its root JVM
+		// holds SYS_PTRACE, which jmx-attach never gets, so the kernel denies
+		// that JVM's /proc entries whatever else jmx-attach holds. Its other
+		// additions would buy nothing: the runtime's default set is enough for
+		// the container's non-root JVMs, and the root one is reported
+		// proc-access-denied.
 		return caps
 	}
 	defaults := map[corev1.Capability]bool{}
