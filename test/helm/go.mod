@@ -1,5 +1,6 @@
 // Module helm is test-only: the Helm Go library, which renders
-// charts/prometheus-jmx-exporter-operator for test/deploy (cmd/helm-render).
+// charts/prometheus-jmx-exporter-operator for test/deploy (cmd/helm-render)
+// and installs and upgrades it on test/deploy's API server (cmd/helm-release).
 // It is a module of its own so that Helm's dependency graph never enters
 // handlerkit's go.mod.
 module github.com/handlerkit/handlerkit/test/helm
