@@ -85,8 +85,16 @@ bench-table: controlplane ## handlerkit vs controller-runtime vs a client-go loo
 codegen: ## Regenerate clientsets, listers, informers, deepcopy and CRD manifests.
 	hack/update-codegen.sh
 
+# The chart's copies of files it cannot read from outside its directory.
+CHART ?= charts/prometheus-jmx-exporter-operator
+
+.PHONY: chart
+chart: ## Write the Helm chart's README.md (hack/chartdoc, from values.yaml's comments) and its copy of the dashboard.
+	cp deploy/grafana/prometheus-jmx-exporter.json $(CHART)/files/dashboards/
+	$(GO) run ./hack/chartdoc $(CHART)
+
 .PHONY: verify
-verify: ## gofmt, go vet, go mod tidy and codegen freshness.
+verify: ## gofmt, go vet, go mod tidy, codegen freshness and the chart's README.md and copies.
 	hack/verify.sh
 
 .PHONY: clean

@@ -87,9 +87,10 @@ for r in "${api_roots[@]}"; do
     paths="$rel/pkg/apis/..." \
     output:crd:dir="$rel/deploy/crds"
 done
-# The Helm chart ships the same CRD (test/deploy keeps them equal). The
-# chart is absent from hack/verify-codegen.sh's copy, which skips this.
-chart_crds=charts/prometheus-jmx-exporter-operator/crds
+# The Helm chart installs and upgrades the same CRD from a template that reads
+# files/crds/ (test/deploy and make verify keep it equal). The chart is absent
+# from hack/verify-codegen.sh's copy, which skips this.
+chart_crds=charts/prometheus-jmx-exporter-operator/files/crds
 if [[ -d $chart_crds ]]; then
   cp deploy/crds/jmx.handlerkit.dev_prometheusjmxexporters.yaml "$chart_crds/"
 fi

@@ -36,4 +36,16 @@ if [[ -x hack/verify-codegen.sh ]]; then
   echo "verify: codegen"
   hack/verify-codegen.sh
 fi
+echo "verify: chart"
+chart=charts/prometheus-jmx-exporter-operator
+# The chart's copies (hack/update-codegen.sh writes the CRD's, make chart the
+# dashboard's) and its README.md, which hack/chartdoc writes from values.yaml.
+for pair in "deploy/crds/jmx.handlerkit.dev_prometheusjmxexporters.yaml $chart/files/crds/jmx.handlerkit.dev_prometheusjmxexporters.yaml" \
+  "deploy/grafana/prometheus-jmx-exporter.json $chart/files/dashboards/prometheus-jmx-exporter.json"; do
+  set -- $pair
+  if ! cmp -s "$1" "$2"; then
+    echo "verify: $2 differs from $1; run 'make codegen' (the CRD) or 'make chart' (the dashboard)" >&2; exit 1
+  fi
+done
+go run ./hack/chartdoc -check "$chart"
 echo "verify: ok"

@@ -75,7 +75,8 @@ func renderChart(t *testing.T, namespace, values string) ([]*unstructured.Unstru
 }
 
 // kindOrder is the order objects are applied in, as Helm installs them.
-var kindOrder = []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "Deployment"}
+var kindOrder = []string{"CustomResourceDefinition", "ServiceAccount", "ConfigMap", "ClusterRole", "Role", "ClusterRoleBinding",
+	"RoleBinding", "Deployment", "PodDisruptionBudget", "PrometheusRule"}
 
 // rulesOf returns the rules of the Roles or ClusterRoles in objs, by
 // namespace/name.
@@ -245,7 +246,7 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 				t.Errorf("pods/exec granted by %v; want it granted: %v", got, c.exec)
 			}
 			d := deploymentOf(t, objs)
-			checkOperatorDeployment(t, d)
+			checkChartDeployment(t, d)
 			args := d.Spec.Template.Spec.Containers[0].Args
 			if img := d.Spec.Template.Spec.Containers[0].Image; !slices.Contains(args, "--agent-image="+img) {
 				t.Errorf("args %v lack --agent-image=%s: the operator's image is the agent image", args, img)
@@ -345,7 +346,7 @@ func TestHelmChartRefusesValuesThatCannotWork(t *testing.T) {
 		"leaderElection: none\n": "exactly one replica",
 		"leaderElection: none\nreplicas: 1\nmetricsService: leader\n": "needs leader election",
 		"strategies: {exec: false, ephemeralContainer: false}\n":      "at least one",
-		"leaderElection: sometimes\n":                                 "lease, for-life or none",
+		"leaderElection: sometimes\n":                                 "'lease', 'for-life', 'none'",
 	} {
 		if _, err := renderChart(t, "default", values); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("values %q: render error %v, want one saying %q", values, err, why)
@@ -356,6 +357,29 @@ func TestHelmChartRefusesValuesThatCannotWork(t *testing.T) {
 	}
 }
 
+// checkChartDeployment is checkOperatorDeployment for the chart, whose pods
+// have no fixed uid (OpenShift's restricted SCC assigns one; elsewhere the
+// image's numeric user, 65532, applies): it checks that the chart sets
+// none, then the rest as for deploy/operator with the image's uid.
+func checkChartDeployment(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	if psc := d.Spec.Template.Spec.SecurityContext; psc != nil && psc.RunAsUser != nil {
+		t.Errorf("the chart's pod runAsUser %d: no fixed uid by default", *psc.RunAsUser)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+			t.Errorf("container %s runAsUser %d: no fixed uid by default", c.Name, *c.SecurityContext.RunAsUser)
+		}
+	}
+	d = d.DeepCopy()
+	if d.Spec.Template.Spec.SecurityContext == nil {
+		d.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{}
+	}
+	imageUID := int64(65532)
+	d.Spec.Template.Spec.SecurityContext.RunAsUser = &imageUID
+	checkOperatorDeployment(t, d)
+}
+
 // TestHelmChartCRDIsDeploys keeps the chart's CRD the generated one.
 func TestHelmChartCRDIsDeploys(t *testing.T) {
 	const crd = "jmx.handlerkit.dev_prometheusjmxexporters.yaml"
@@ -363,11 +387,11 @@ func TestHelmChartCRDIsDeploys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(filepath.Join(repo, chartDir, "crds", crd))
+	got, err := os.ReadFile(filepath.Join(repo, chartDir, "files", "crds", crd))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s/crds/%s differs from deploy/crds/%s: copy it after hack/update-codegen.sh", chartDir, crd, crd)
+		t.Errorf("%s/files/crds/%s differs from deploy/crds/%s: run make codegen", chartDir, crd, crd)
 	}
 }

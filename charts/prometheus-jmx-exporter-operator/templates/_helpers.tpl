@@ -27,9 +27,35 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
-{{/* The operator's image, which is also the agent image its exporters run by default. */}}
+{{/*
+The operator's image, which is also the agent image its exporters run by
+default: [registry/]repository, then @digest or :tag (the chart's appVersion
+when empty).
+*/}}
 {{- define "pjeo.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- $repo := .Values.image.repository -}}
+{{- with .Values.image.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount the operator runs as, and the RBAC binds. */}}
+{{- define "pjeo.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "pjeo.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A map of labels in the k=v,k2=v2 form of --pod-monitor-labels, sorted by key. */}}
+{{- define "pjeo.labelList" -}}
+{{- $out := list -}}
+{{- range $k := keys . | sortAlpha }}{{ $out = append $out (printf "%s=%v" $k (get $ $k)) }}{{ end -}}
+{{- join "," $out -}}
 {{- end -}}
 
 {{/* The strategies switched on, in --strategies form. */}}
@@ -136,4 +162,6 @@ deploy/operator/user-roles's (test/deploy keeps them equal).
 {{- if and (eq .Values.metricsService "leader") (eq .Values.leaderElection "none") }}{{ fail "metricsService leader needs leader election" }}{{ end -}}
 {{- if not (or .Values.strategies.ephemeralContainer .Values.strategies.exec) }}{{ fail "strategies: switch on at least one" }}{{ end -}}
 {{- range .Values.agent.allowedImages }}{{ if or (not .) (contains "," .) }}{{ fail "agent.allowedImages: exact image references, none empty or with a comma" }}{{ end }}{{ end -}}
+{{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) }}{{ fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" }}{{ end -}}
+{{- range $k, $v := merge (dict) .Values.podMonitor.labels .Values.serviceMonitor.labels }}{{ if or (contains "," $k) (contains "=" $k) (contains "," (toString $v)) }}{{ fail "podMonitor.labels, serviceMonitor.labels: label keys and values cannot hold ',' or '='" }}{{ end }}{{ end -}}
 {{- end -}}

@@ -16,9 +16,10 @@ import (
 )
 
 // Chart renders the chart in dir for release name in namespace with vals
-// over the chart's values, and returns its YAML documents: the CRDs of
-// crds/ first, then each template's output in file order (NOTES.txt, the
-// partials and empty output left out).
+// over the chart's values, validated against its values.schema.json as
+// `helm install` validates them, and returns its YAML documents: the CRDs of
+// crds/ first (if it has any), then each template's output in file order
+// (NOTES.txt, the partials and empty output left out).
 func Chart(dir, name, namespace string, vals map[string]any) ([]string, error) {
 	ch, err := loader.Load(dir)
 	if err != nil {
@@ -52,4 +53,22 @@ func Chart(dir, name, namespace string, vals map[string]any) ([]string, error) {
 		return nil, fmt.Errorf("%s rendered nothing", dir)
 	}
 	return docs, nil
+}
+
+// Notes renders the chart's NOTES.txt, as Helm prints it after an install.
+func Notes(dir, name, namespace string, vals map[string]any) (string, error) {
+	ch, err := loader.Load(dir)
+	if err != nil {
+		return "", err
+	}
+	rv, err := util.ToRenderValues(ch, vals, common.ReleaseOptions{Name: name, Namespace: namespace, IsInstall: true},
+		common.DefaultCapabilities)
+	if err != nil {
+		return "", err
+	}
+	rendered, err := engine.Render(ch, rv)
+	if err != nil {
+		return "", err
+	}
+	return rendered[path.Join(ch.Name(), "templates", "NOTES.txt")], nil
 }
