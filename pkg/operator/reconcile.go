@@ -928,6 +928,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 	setCondition(st, r.readyCondition(p, counts))
 	setCondition(st, r.configAppliedCondition(p))
 	setCondition(st, r.degradedCondition(p, st.CircuitBreaker))
+	setPodMonitorCondition(ctx, ex, st)
 
 	// A status the API server refused before is not sent again: the
 	// reduced one is.
