@@ -157,14 +157,15 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		o.Client = op.Clientset()
 	}
 	r := &Reconciler{
-		op:      op,
-		opts:    o,
-		read:    query.For(op),
-		pool:    inject.NewPool(o.Parallelism),
-		metrics: newMetrics(op.Registerer()),
-		retries: newRetries(),
-		canary:  map[string]string{},
-		refused: map[string]refusal{},
+		op:         op,
+		opts:       o,
+		read:       query.For(op),
+		pool:       inject.NewPool(o.Parallelism),
+		metrics:    newMetrics(op.Registerer()),
+		conditions: newConditionMetric(op.Registerer()),
+		retries:    newRetries(),
+		canary:     map[string]string{},
+		refused:    map[string]refusal{},
 	}
 	r.strategies = o.Strategies
 	if r.strategies == nil {

@@ -7,9 +7,11 @@ import (
 	"maps"
 	"regexp"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -91,7 +93,8 @@ func podMonitorsServed(client kubernetes.Interface) (bool, error) {
 //     would be scraped as often as it declares ports;
 //  4. set container to the JVM's container;
 //  5. set __address__ to the pod IP and the JVM's agent port (IPv4, then
-//     IPv6 in brackets).
+//     IPv6 in brackets);
+//  6. set TargetLabelExporter to the exporter's name.
 func podMonitorRelabelings(exporter string, i int) []map[string]any {
 	jvm := metaJVMPrefix + strconv.Itoa(i)
 	return []map[string]any{
@@ -104,8 +107,15 @@ func podMonitorRelabelings(exporter string, i int) []map[string]any {
 			"targetLabel": "__address__", "replacement": "$2:$1"},
 		{"action": "replace", "sourceLabels": []any{jvm, metaPodIP}, "regex": `[^:]+:(\d+);([0-9A-Fa-f]*:[0-9A-Fa-f:.]*)`,
 			"targetLabel": "__address__", "replacement": "[$2]:$1"},
+		{"action": "replace", "targetLabel": TargetLabelExporter, "replacement": exporter},
 	}
 }
+
+// TargetLabelExporter is the label the operator's PodMonitors put on every
+// target (so on up and on every series of the JVM): the exporter's name. The
+// alerts (charts/prometheus-jmx-exporter-operator/files/prometheus-rules.yaml)
+// find the agents by it.
+const TargetLabelExporter = "prometheus_jmx_exporter"
 
 // podMonitorSpec is the spec of ex's PodMonitor with one endpoint per JVM
 // index up to jvms (at least one).
@@ -122,11 +132,62 @@ func podMonitorSpec(ex *jmxv1alpha1.PrometheusJmxExporter, jvms int) (map[string
 		}
 		endpoints[i] = map[string]any{"path": "/metrics", "relabelings": relabelings}
 	}
-	return map[string]any{
+	spec := map[string]any{
 		"selector":            selector,
 		"namespaceSelector":   map[string]any{"matchNames": []any{ex.Namespace}},
 		"podMetricsEndpoints": endpoints,
-	}, nil
+	}
+	settings := ex.Spec.PodMonitor
+	if settings == nil || settings.Validate() != nil {
+		return spec, nil // condition PodMonitorValid says why
+	}
+	if settings.SampleLimit != nil {
+		spec["sampleLimit"] = *settings.SampleLimit
+	}
+	var metricRelabelings []any
+	for _, rc := range settings.MetricRelabelings {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&rc)
+		if err != nil {
+			return nil, err
+		}
+		metricRelabelings = append(metricRelabelings, m)
+	}
+	for _, e := range endpoints {
+		e := e.(map[string]any)
+		if settings.Interval != "" {
+			e["interval"] = settings.Interval
+		}
+		if settings.ScrapeTimeout != "" {
+			e["scrapeTimeout"] = settings.ScrapeTimeout
+		}
+		if metricRelabelings != nil {
+			e["metricRelabelings"] = runtime.DeepCopyJSONValue(metricRelabelings)
+		}
+	}
+	return spec, nil
+}
+
+// setPodMonitorCondition sets condition PodMonitorValid in st from
+// ex.Spec.PodMonitor, or removes it when the field is absent, and records a
+// Warning Event when the settings turn invalid. It is a function of the spec
+// alone: podMonitorSpec leaves invalid settings out of the PodMonitor.
+func setPodMonitorCondition(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, st *jmxv1alpha1.PrometheusJmxExporterStatus) {
+	if ex.Spec.PodMonitor == nil {
+		meta.RemoveStatusCondition(&st.Conditions, jmxv1alpha1.ConditionPodMonitorValid)
+		return
+	}
+	c := metav1.Condition{Type: jmxv1alpha1.ConditionPodMonitorValid, Status: metav1.ConditionTrue,
+		Reason: jmxv1alpha1.ReasonPodMonitorSettingsValid, ObservedGeneration: ex.Generation,
+		Message: "spec.podMonitor is in the exporter's PodMonitor (when the cluster serves PodMonitors)"}
+	if err := ex.Spec.PodMonitor.Validate(); err != nil {
+		c.Status, c.Reason = metav1.ConditionFalse, jmxv1alpha1.ReasonPodMonitorSettingsInvalid
+		c.Message = truncateMsg("Prometheus Operator would refuse spec.podMonitor, so the PodMonitor carries none of it (the JVMs are scraped with the Prometheus' own settings): "+
+			strings.ReplaceAll(err.Error(), "\n", "; "), 4000)
+		if prev := meta.FindStatusCondition(st.Conditions, c.Type); prev == nil || prev.Status != c.Status || prev.Message != c.Message {
+			sdk.EventRecorderFrom(ctx).Event(ex, corev1.EventTypeWarning, c.Reason, c.Message)
+		}
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
 }
 
 // maxJVMsPerPod is the most JVMs with the agent in one pod of the plan.

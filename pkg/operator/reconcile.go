@@ -34,6 +34,7 @@ type Reconciler struct {
 	read       *query.Reader
 	pool       *inject.Pool
 	metrics    *metrics
+	conditions *conditionMetric
 	retries    *retries
 	strategies map[jmxv1alpha1.InjectionStrategy]inject.Strategy
 	// canary maps an exporter (namespace/name) to the pod UID of its job
@@ -69,6 +70,7 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 	}
 	if e.Deleted {
 		r.metrics.forgetExporter(ex.Namespace, ex.Name)
+		r.conditions.forget(ex.Namespace, ex.Name)
 		r.canaryMu.Lock()
 		delete(r.canary, ex.Namespace+"/"+ex.Name)
 		r.canaryMu.Unlock()
@@ -163,6 +165,7 @@ func (r *Reconciler) finalize(ctx context.Context, ex *jmxv1alpha1.PrometheusJmx
 		return err
 	}
 	r.metrics.forgetExporter(ex.Namespace, ex.Name)
+	r.conditions.forget(ex.Namespace, ex.Name)
 	return nil
 }
 
@@ -928,6 +931,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 	setCondition(st, r.readyCondition(p, counts))
 	setCondition(st, r.configAppliedCondition(p))
 	setCondition(st, r.degradedCondition(p, st.CircuitBreaker))
+	setPodMonitorCondition(ctx, ex, st)
+	r.conditions.set(ex.Namespace, ex.Name, st.Conditions)
 
 	// A status the API server refused before is not sent again: the
 	// reduced one is.

@@ -54,6 +54,9 @@ var manifestSets = []manifestSet{
 // (kubectl apply -f), and why.
 var notAlone = map[string]string{
 	"deploy/prometheus/kubernetes-pods.yaml": "a Prometheus scrape job, for prometheus.yml",
+	// test/e2e (TestAgentDownAlertFires) applies it, where Prometheus
+	// Operator's CRDs are installed.
+	"deploy/prometheus/prometheus-rule.yaml": "a PrometheusRule: needs Prometheus Operator's CRD",
 	// Their ClusterRoleBindings' subjects get the operator's namespace from
 	// the kustomization.
 	"deploy/operator/cluster-wide/rbac.yaml":                    "kubectl apply -k only",

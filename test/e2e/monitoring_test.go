@@ -41,9 +41,9 @@ func goCommand(ctx context.Context, dir string, args ...string) ([]byte, error) 
 	return out, nil
 }
 
-// monitoringCRDs are the PodMonitor and ServiceMonitor CRDs exactly as the
-// Prometheus Operator module that test/monitoring requires ships them
-// (example/prometheus-operator-crd in its module zip).
+// monitoringCRDs are the PodMonitor, ServiceMonitor and PrometheusRule CRDs
+// exactly as the Prometheus Operator module that test/monitoring requires
+// ships them (example/prometheus-operator-crd in its module zip).
 func monitoringCRDs(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	out, err := goCommand(ctx, monitoringModule(), "mod", "download", "-json", "github.com/prometheus-operator/prometheus-operator")
 	if err != nil {
@@ -59,12 +59,13 @@ func monitoringCRDs(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefin
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, c := range all {
-		if c.Name == "podmonitors.monitoring.coreos.com" || c.Name == "servicemonitors.monitoring.coreos.com" {
+		switch c.Name {
+		case "podmonitors.monitoring.coreos.com", "servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com":
 			crds = append(crds, c)
 		}
 	}
-	if len(crds) != 2 {
-		return nil, fmt.Errorf("prometheus-operator %s ships %d of the PodMonitor and ServiceMonitor CRDs, want 2", mod.Version, len(crds))
+	if len(crds) != 3 {
+		return nil, fmt.Errorf("prometheus-operator %s ships %d of the PodMonitor, ServiceMonitor and PrometheusRule CRDs, want 3", mod.Version, len(crds))
 	}
 	return crds, nil
 }

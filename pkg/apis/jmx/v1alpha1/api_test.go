@@ -22,6 +22,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/generated/clientset/versioned"
@@ -247,6 +248,17 @@ func TestAPIServerRejectsInvalidSpecs(t *testing.T) {
 		{"config without configMapName", map[string]any{"selector": selector, "config": map[string]any{"configMapKey": "config.yaml"}}, "spec.config.configMapName", "Required"},
 		{"invalid container name", map[string]any{"selector": selector, "containers": []any{"App_1"}}, "spec.containers[0]", "should match"},
 		{"relative agent path", map[string]any{"selector": selector, "agent": map[string]any{"path": "agent.jar"}}, "spec.agent.path", "should match"},
+		// spec.podMonitor: what Prometheus Operator's own schema and
+		// validation refuse (the rest: PodMonitorSettings.Validate).
+		{"podMonitor interval not a duration", map[string]any{"selector": selector, "podMonitor": map[string]any{"interval": "30 s"}}, "spec.podMonitor.interval", "should match"},
+		{"podMonitor scrapeTimeout without interval", map[string]any{"selector": selector, "podMonitor": map[string]any{"scrapeTimeout": "5s"}}, "spec.podMonitor", "scrapeTimeout needs interval"},
+		{"podMonitor negative sampleLimit", map[string]any{"selector": selector, "podMonitor": map[string]any{"sampleLimit": int64(-1)}}, "spec.podMonitor.sampleLimit", "greater than or equal to 0"},
+		{"podMonitor unknown action", map[string]any{"selector": selector, "podMonitor": map[string]any{"metricRelabelings": []any{map[string]any{"action": "delete"}}}}, "spec.podMonitor.metricRelabelings[0].action", "Unsupported value"},
+		{"podMonitor replace without targetLabel", map[string]any{"selector": selector, "podMonitor": map[string]any{"metricRelabelings": []any{map[string]any{"sourceLabels": []any{"a"}}}}}, "spec.podMonitor.metricRelabelings[0]", "need targetLabel"},
+		{"podMonitor hashmod without modulus", map[string]any{"selector": selector, "podMonitor": map[string]any{"metricRelabelings": []any{map[string]any{"action": "HashMod", "targetLabel": "s"}}}}, "spec.podMonitor.metricRelabelings[0]", "modulus"},
+		{"podMonitor keepequal with regex", map[string]any{"selector": selector, "podMonitor": map[string]any{"metricRelabelings": []any{map[string]any{"action": "keepequal", "targetLabel": "s", "regex": "x"}}}}, "spec.podMonitor.metricRelabelings[0]", "only sourceLabels and targetLabel"},
+		{"podMonitor labeldrop with sourceLabels", map[string]any{"selector": selector, "podMonitor": map[string]any{"metricRelabelings": []any{map[string]any{"action": "labeldrop", "sourceLabels": []any{"a"}}}}}, "spec.podMonitor.metricRelabelings[0]", "only regex"},
+		{"podMonitor lowercase with replacement", map[string]any{"selector": selector, "podMonitor": map[string]any{"metricRelabelings": []any{map[string]any{"action": "lowercase", "targetLabel": "s", "replacement": "x"}}}}, "spec.podMonitor.metricRelabelings[0]", "no replacement"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -312,6 +324,16 @@ func TestAPIServerAcceptsBoundaryValues(t *testing.T) {
 		}},
 		{"agent overrides", func(p *jmxv1alpha1.PrometheusJmxExporter) {
 			p.Spec.Agent = &jmxv1alpha1.Agent{Image: "registry.example/agent:1", Path: "/agent.jar", AttachHelperPath: "/attach"}
+		}},
+		{"podMonitor settings", func(p *jmxv1alpha1.PrometheusJmxExporter) {
+			p.Spec.PodMonitor = &jmxv1alpha1.PodMonitorSettings{Interval: "1h20m15s", ScrapeTimeout: "15d", SampleLimit: ptr.To[int64](0),
+				MetricRelabelings: []jmxv1alpha1.RelabelConfig{
+					{Action: "drop", SourceLabels: []string{"__name__"}, Regex: "jvm_(.*"}, // the regex is the operator's to check
+					{Action: "LabelKeep", Regex: "__name__|area"},
+					{Action: "keepequal", SourceLabels: []string{"a"}, TargetLabel: "b"},
+					{Action: "hashmod", SourceLabels: []string{"pod"}, TargetLabel: "shard", Modulus: 4},
+					{Action: "replace", SourceLabels: []string{"pod"}, TargetLabel: "p", Replacement: ptr.To("$1")},
+				}}
 		}},
 	}
 	for i, tc := range cases {

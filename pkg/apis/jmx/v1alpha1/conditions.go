@@ -23,11 +23,27 @@ const (
 	// running agents or when an agent refused it on reload (the agent then
 	// keeps serving its previous config).
 	ConditionConfigApplied = "ConfigApplied"
+
+	// ConditionPodMonitorValid is present when spec.podMonitor is set: True
+	// when Prometheus Operator would accept it, False (reason
+	// PodMonitorSettingsInvalid) when it would refuse it, for a reason the
+	// schema cannot check (PodMonitorSettings.Validate). While it is False
+	// the operator's PodMonitor carries none of spec.podMonitor, so that the
+	// JVMs are still scraped, with the Prometheus' own settings.
+	ConditionPodMonitorValid = "PodMonitorValid"
 )
 
 // Condition reasons. They are CamelCase, as metav1.Condition requires, and
 // each is documented with the condition type it goes with.
 const (
+	// ReasonPodMonitorSettingsValid (PodMonitorValid=True): spec.podMonitor
+	// is in the exporter's PodMonitor.
+	ReasonPodMonitorSettingsValid = "PodMonitorSettingsValid"
+
+	// ReasonPodMonitorSettingsInvalid (PodMonitorValid=False): Prometheus
+	// Operator would refuse spec.podMonitor; the message says why.
+	ReasonPodMonitorSettingsInvalid = "PodMonitorSettingsInvalid"
+
 	// ReasonAllInjected (Ready=True): every selected JVM has the agent.
 	ReasonAllInjected = "AllInjected"
 

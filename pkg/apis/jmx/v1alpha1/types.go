@@ -91,6 +91,107 @@ type PrometheusJmxExporterSpec struct {
 	// anything else is refused (Degraded=True) and nothing runs in any pod.
 	// +optional
 	Agent *Agent `json:"agent,omitempty"`
+
+	// PodMonitor tunes the PodMonitor that the operator keeps for the
+	// exporter when the cluster serves Prometheus Operator's PodMonitors: the
+	// scrape interval and timeout of every endpoint, the sample limit and the
+	// metric relabelings. Each field is checked as Prometheus Operator checks
+	// it, so that the PodMonitor is never one it refuses. When absent, the
+	// Prometheus' own settings apply.
+	// +optional
+	PodMonitor *PodMonitorSettings `json:"podMonitor,omitempty"`
+}
+
+// PodMonitorSettings are the fields of the exporter's PodMonitor that the
+// exporter may set, with Prometheus Operator's names and formats. The schema
+// checks what it can (formats, actions, which fields each action takes);
+// the operator checks the rest (Validate: regular expressions compile,
+// scrapeTimeout is at most interval) and reports a failure in condition
+// PodMonitorValid.
+// +kubebuilder:validation:XValidation:rule="!has(self.scrapeTimeout) || has(self.interval)",message="scrapeTimeout needs interval: without it, Prometheus' own scrape interval applies, which the exporter cannot know to compare"
+type PodMonitorSettings struct {
+	// Interval is how often Prometheus scrapes each JVM, a Prometheus
+	// duration such as 30s, 1m or 1h20m15s. Default: the Prometheus' own.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$`
+	Interval string `json:"interval,omitempty"`
+
+	// ScrapeTimeout bounds one scrape, a Prometheus duration no longer than
+	// Interval (which it requires). Default: the Prometheus' own.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$`
+	ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
+
+	// SampleLimit is the most samples one scrape of one JVM may return;
+	// above it Prometheus fails the scrape (up == 0). 0 or absent: no limit
+	// of the exporter's own.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SampleLimit *int64 `json:"sampleLimit,omitempty"`
+
+	// MetricRelabelings are applied by Prometheus to the scraped samples
+	// before they are stored (metric_relabel_configs), in order, after
+	// nothing of the operator's own: the operator relabels targets only.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	MetricRelabelings []RelabelConfig `json:"metricRelabelings,omitempty"`
+}
+
+// RelabelConfig is one Prometheus relabeling, in Prometheus Operator's
+// format (its RelabelConfig); see Prometheus' relabel_config.
+// +kubebuilder:validation:XValidation:rule="!(self.action.lowerAscii() in ['replace', 'hashmod', 'lowercase', 'uppercase', 'keepequal', 'dropequal']) || has(self.targetLabel) && size(self.targetLabel) > 0",message="actions replace, hashmod, lowercase, uppercase, keepequal and dropequal need targetLabel"
+// +kubebuilder:validation:XValidation:rule="self.action.lowerAscii() != 'hashmod' || has(self.modulus) && self.modulus > 0",message="action hashmod needs a modulus above 0"
+// +kubebuilder:validation:XValidation:rule="!(self.action.lowerAscii() in ['lowercase', 'uppercase', 'keepequal', 'dropequal']) || !has(self.replacement) || self.replacement == '$1'",message="actions lowercase, uppercase, keepequal and dropequal take no replacement"
+// +kubebuilder:validation:XValidation:rule="!(self.action.lowerAscii() in ['keepequal', 'dropequal']) || (!has(self.regex) || self.regex == '(.*)') && (!has(self.modulus) || self.modulus == 0) && (!has(self.separator) || self.separator == ';')",message="actions keepequal and dropequal take only sourceLabels and targetLabel"
+// +kubebuilder:validation:XValidation:rule="!(self.action.lowerAscii() in ['labeldrop', 'labelkeep']) || (!has(self.sourceLabels) || size(self.sourceLabels) == 0) && (!has(self.targetLabel) || size(self.targetLabel) == 0) && (!has(self.modulus) || self.modulus == 0) && (!has(self.separator) || self.separator == ';') && (!has(self.replacement) || self.replacement == '$1')",message="actions labeldrop and labelkeep take only regex"
+type RelabelConfig struct {
+	// SourceLabels are the labels whose values, joined by Separator, the
+	// regex is matched against.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	SourceLabels []string `json:"sourceLabels,omitempty"`
+
+	// Separator joins the source labels' values. Default: ;.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Separator *string `json:"separator,omitempty"`
+
+	// TargetLabel is the label a replace, hashmod, lowercase, uppercase,
+	// keepequal or dropequal action writes or compares.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	TargetLabel string `json:"targetLabel,omitempty"`
+
+	// Regex is an RE2 regular expression, anchored at both ends, matched
+	// against the joined source labels. Default: (.*).
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Regex string `json:"regex,omitempty"`
+
+	// Modulus of the hashmod action.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Modulus int64 `json:"modulus,omitempty"`
+
+	// Replacement is what the replace action writes, with the regex's
+	// groups ($1). Default: $1.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Replacement *string `json:"replacement,omitempty"`
+
+	// Action is replace, keep, drop, hashmod, labelmap, labeldrop,
+	// labelkeep, lowercase, uppercase, keepequal or dropequal, in lower or
+	// Prometheus Operator's camel case.
+	// +optional
+	// +kubebuilder:default=replace
+	// +kubebuilder:validation:Enum=replace;Replace;keep;Keep;drop;Drop;hashmod;HashMod;labelmap;LabelMap;labeldrop;LabelDrop;labelkeep;LabelKeep;lowercase;Lowercase;uppercase;Uppercase;keepequal;KeepEqual;dropequal;DropEqual
+	Action string `json:"action,omitempty"`
 }
 
 // ExporterConfig names the ConfigMap key that holds the exporter's YAML

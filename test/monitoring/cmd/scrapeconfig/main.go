@@ -14,7 +14,11 @@
 //
 // Usage:
 //
-//	scrapeconfig [-version v3.16.0] [-scrape-interval 2s] [-shard 0] [-pod-name prometheus-e2e-0] < monitors.yaml
+//	scrapeconfig [-version v3.16.0] [-scrape-interval 2s] [-shard 0] [-pod-name prometheus-e2e-0] [-selector release=kps] < monitors.yaml
+//
+// -selector gives the Prometheus resource kube-prometheus-stack's default
+// podMonitorSelector and serviceMonitorSelector: matchLabels of the given
+// k=v pairs. Without it, the Prometheus selects every monitor.
 //
 // The input is YAML documents of kind PodMonitor or ServiceMonitor, all in
 // one namespace (the Prometheus resource lives there and selects its own
@@ -51,8 +55,14 @@ func main() {
 	interval := flag.String("scrape-interval", "30s", "spec.scrapeInterval and spec.evaluationInterval of the Prometheus resource")
 	shard := flag.String("shard", "0", "the value of $(SHARD): the shard this Prometheus is")
 	pod := flag.String("pod-name", "prometheus-e2e-0", "the value of $(POD_NAME): the Prometheus pod's name")
+	selector := flag.String("selector", "", "k=v,... : the Prometheus' podMonitorSelector and serviceMonitorSelector matchLabels, as kube-prometheus-stack sets them (default: every monitor)")
 	flag.Parse()
-	out, err := generate(context.Background(), os.Stdin, *version, *interval)
+	sel, err := labels.ConvertSelectorToLabelsMap(*selector)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scrapeconfig: -selector:", err)
+		os.Exit(2)
+	}
+	out, err := generate(context.Background(), os.Stdin, *version, *interval, sel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scrapeconfig:", err)
 		os.Exit(1)
@@ -132,8 +142,9 @@ func read(r io.Reader) (*monitors, error) {
 }
 
 // generate selects and renders the monitors of r for a Prometheus resource
-// of version that selects every monitor of their namespace.
-func generate(ctx context.Context, r io.Reader, version, interval string) ([]byte, error) {
+// of version that selects the monitors of their namespace with matchLabels
+// match (every one when match is empty).
+func generate(ctx context.Context, r io.Reader, version, interval string, match map[string]string) ([]byte, error) {
 	m, err := read(r)
 	if err != nil {
 		return nil, err
@@ -145,8 +156,8 @@ func generate(ctx context.Context, r io.Reader, version, interval string) ([]byt
 			CommonPrometheusFields: monitoringv1.CommonPrometheusFields{
 				Version:                version,
 				ScrapeInterval:         monitoringv1.Duration(interval),
-				PodMonitorSelector:     &metav1.LabelSelector{},
-				ServiceMonitorSelector: &metav1.LabelSelector{},
+				PodMonitorSelector:     &metav1.LabelSelector{MatchLabels: match},
+				ServiceMonitorSelector: &metav1.LabelSelector{MatchLabels: match},
 			},
 			EvaluationInterval: monitoringv1.Duration(interval),
 		},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ spec:
 // reloader's variables filled in, is one Prometheus accepts, and holds the
 // PodMonitor's job and relabeling.
 func TestGeneratesWhatPrometheusLoads(t *testing.T) {
-	out, err := generate(t.Context(), strings.NewReader(podMonitor), "v3.16.0", "2s")
+	out, err := generate(t.Context(), strings.NewReader(podMonitor), "v3.16.0", "2s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +55,61 @@ func TestGeneratesWhatPrometheusLoads(t *testing.T) {
 
 func TestRejectedMonitorsAreNamed(t *testing.T) {
 	bad := strings.Replace(podMonitor, "targetLabel: __tmp_x", "targetLabel: ''", 1)
-	_, err := generate(t.Context(), strings.NewReader(bad), "v3.16.0", "2s")
+	_, err := generate(t.Context(), strings.NewReader(bad), "v3.16.0", "2s", nil)
 	if err == nil || !strings.Contains(err.Error(), "PodMonitor shop/orders") {
 		t.Fatalf("want the operator's rejection naming shop/orders, got %v", err)
 	}
 	mixed := podMonitor + "---\n" + strings.Replace(podMonitor, "namespace: shop", "namespace: other", 1)
-	if _, err := generate(t.Context(), strings.NewReader(mixed), "v3.16.0", "2s"); err == nil || !strings.Contains(err.Error(), "one namespace") {
+	if _, err := generate(t.Context(), strings.NewReader(mixed), "v3.16.0", "2s", nil); err == nil || !strings.Contains(err.Error(), "one namespace") {
 		t.Fatalf("monitors of two namespaces: %v", err)
+	}
+}
+
+const serviceMonitor = `apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: prometheus-jmx-exporter-operator-metrics
+  namespace: shop
+  labels: {app.kubernetes.io/name: prometheus-jmx-exporter-operator, app.kubernetes.io/component: metrics}
+spec:
+  selector:
+    matchLabels: {app.kubernetes.io/name: prometheus-jmx-exporter-operator, app.kubernetes.io/component: metrics}
+  namespaceSelector: {matchNames: [shop]}
+  endpoints:
+  - {port: http-metrics, path: /metrics}
+`
+
+// TestKubePrometheusStackSelectsLabelledMonitors: a Prometheus with
+// kube-prometheus-stack's default selectors (matchLabels release: <release>)
+// scrapes the PodMonitor and ServiceMonitor that carry the label, as the
+// operator's --pod-monitor-labels and the install's monitor labels set it,
+// and nothing of the same monitors without it.
+func TestKubePrometheusStackSelectsLabelledMonitors(t *testing.T) {
+	kps := map[string]string{"release": "kps"}
+	labelled := strings.Replace(podMonitor, "  namespace: shop\n", "  namespace: shop\n  labels: {release: kps, jmx.handlerkit.dev/exporter: orders}\n", 1) + "---\n" +
+		strings.Replace(serviceMonitor, "app.kubernetes.io/component: metrics}\nspec", "app.kubernetes.io/component: metrics, release: kps}\nspec", 1)
+	out, err := generate(t.Context(), strings.NewReader(labelled), "v3.16.0", "2s", kps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(string(expandEnv(out, map[string]string{"SHARD": "0", "POD_NAME": "p-0"})), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("Prometheus refuses the configuration: %v\n%s", err, out)
+	}
+	var jobs []string
+	for _, sc := range cfg.ScrapeConfigs {
+		jobs = append(jobs, sc.JobName)
+	}
+	want := []string{"serviceMonitor/shop/prometheus-jmx-exporter-operator-metrics/0", "podMonitor/shop/orders/0"}
+	if !reflect.DeepEqual(jobs, want) {
+		t.Errorf("jobs %v, want %v\n%s", jobs, want, labelled)
+	}
+
+	out, err = generate(t.Context(), strings.NewReader(podMonitor+"---\n"+serviceMonitor), "v3.16.0", "2s", kps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "podMonitor/") || strings.Contains(string(out), "serviceMonitor/") {
+		t.Errorf("monitors without release: kps selected:\n%s", out)
 	}
 }
