@@ -39,7 +39,7 @@ func (s *statusWrites) wrap(rt http.RoundTripper) http.RoundTripper {
 func (s *statusWrites) RoundTrip(req *http.Request) (*http.Response, error) {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	if req.Method == http.MethodPut && len(parts) > 2 && parts[len(parts)-1] == "status" && parts[len(parts)-3] == "prometheusjmxexporters" {
-			resp, err := s.rt.RoundTrip(req)
+		resp, err := s.rt.RoundTrip(req)
 		if c, ok := s.count[parts[len(parts)-2]]; ok && err == nil && resp.StatusCode == http.StatusOK {
 			c.Add(1)
 		}
