@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
@@ -230,5 +232,42 @@ func TestAgentImageIsExplicitOnlyWhenSet(t *testing.T) {
 	im, why, err := chooseAgentImage(t.Context(), nil, config{agentImage: "built-in"})
 	if err != nil || im != "built-in" || !strings.Contains(why, "no own pod") {
 		t.Fatalf("outside a cluster: %q %q %v", im, why, err)
+	}
+}
+
+// TestBuildsStampTheVersion: make build and the Dockerfile set the variables
+// --version and handlerkit_operator_build_info report.
+func TestBuildsStampTheVersion(t *testing.T) {
+	for _, f := range []string{"Makefile", "Dockerfile"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []string{"-X main.version=", "-X main.commit="} {
+			if !strings.Contains(string(data), x) {
+				t.Errorf("%s does not stamp %s", f, x)
+			}
+		}
+	}
+}
+
+func TestBuildInfoMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newBuildInfo())
+	ver, rev, goVersion := buildInfo()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != 1 || mfs[0].GetName() != "handlerkit_operator_build_info" || len(mfs[0].GetMetric()) != 1 {
+		t.Fatalf("gathered %v", mfs)
+	}
+	m := mfs[0].GetMetric()[0]
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	if m.GetGauge().GetValue() != 1 || got["version"] != ver || got["revision"] != rev || got["goversion"] != goVersion {
+		t.Fatalf("%v = %v", got, m.GetGauge().GetValue())
 	}
 }
