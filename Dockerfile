@@ -24,7 +24,11 @@ RUN go mod download
 COPY cmd/ cmd/
 COPY pkg/ pkg/
 COPY internal/ internal/
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ \
+# The version --version and the build_info metric report (make image passes
+# them; .git is not in the build context).
+ARG VERSION=dev
+ARG COMMIT=unknown
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o /out/ \
       ./cmd/prometheus-jmx-exporter-operator ./cmd/jmx-attach
 
 # The java agent, built from agent/ as `make agent` and the tests build it:

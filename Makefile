@@ -16,14 +16,26 @@ BENCHFLAGS ?=
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The demo is built, then run by make itself, with no `go run` in between:
+# Ctrl-C reaches the demo, which stops, cleans up and exits 0, so make prints
+# no error. (GNU make, interrupted itself, then ends by SIGINT as a shell
+# expects: exit status 130, and no message.)
 .PHONY: demo
 demo: prereqs controlplane node prometheus images ## The main job: a local cluster, the operator, a JVM, its metrics without a restart (Ctrl-C stops it).
-	$(GO) run ./hack/demo $(DEMOFLAGS)
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/demo ./hack/demo
+	$(BIN)/demo $(DEMOFLAGS)
+
+# The version and commit the operator reports (--version, the
+# handlerkit_operator_build_info metric), stamped with -ldflags.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: build
 build: ## Build every command into ./bin (static, CGO_ENABLED=0).
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 .PHONY: prereqs
 prereqs: ## Install missing Debian packages (JDK, Maven, runc, CNI plugins, debootstrap, iproute2, iptables) with apt-get.
@@ -56,7 +68,7 @@ DOCKER ?= docker
 .PHONY: image
 image: ## Build the operator and agent image from the Dockerfile (needs a Docker engine; `make images` builds the same layout without one).
 	@$(DOCKER) info >/dev/null 2>&1 || { echo "make image: no Docker engine answers '$(DOCKER) info'; start one, or build the same image without Docker: make images" >&2; exit 1; }
-	$(DOCKER) build -t $(IMAGE) .
+	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 .PHONY: test
 test: prereqs agent controlplane node prometheus images ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.

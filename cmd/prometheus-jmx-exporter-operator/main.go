@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,8 +25,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -55,6 +59,7 @@ type config struct {
 	budget          int
 	maxAttempts     int
 	agentImage      string
+	agentImageSet   bool // --agent-image or AGENT_IMAGE given: no own-image lookup
 	allowedImages   []string
 	agentPath       string
 	attachHelper    string
@@ -63,6 +68,7 @@ type config struct {
 	localJar        string
 	gracefulTimeout time.Duration
 	podMonitors     bool
+	reportUnserved  bool
 	podMonLabels    map[string]string
 	metricsService  string
 }
@@ -80,12 +86,13 @@ func main() {
 
 // run is main without os.Exit, for tests: 0 ok, 1 failed, 2 bad usage.
 func run(args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stdout, stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	cfg, err := parseFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errVersion) {
 		return 0
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "prometheus-jmx-exporter-operator:", err)
+		fmt.Fprintln(stderr, "Run prometheus-jmx-exporter-operator --help for the flags.")
 		return 2
 	}
 	log, err := newLogger(cfg, stderr)
@@ -102,90 +109,93 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
+// envName finds the environment variable a flag's help names ("(env X)").
+var envName = regexp.MustCompile(`\(env ([A-Z][A-Z0-9_]*)\)`)
+
+// applyEnv sets every flag that the command line left unset from the
+// environment variable its help names, when that variable is set and not
+// empty. A value the flag would refuse is an error in the flag package's own
+// words, so that POD_MONITORS=flase fails exactly as --pod-monitors=flase
+// does.
+func applyEnv(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		m := envName.FindStringSubmatch(f.Usage)
+		if err != nil || set[f.Name] || m == nil {
+			return
+		}
+		v, ok := os.LookupEnv(m[1])
+		if !ok || v == "" {
+			return
+		}
+		if serr := fs.Set(f.Name, v); serr != nil {
+			err = fmt.Errorf("invalid value %q for environment variable %s (flag -%s): %v", v, m[1], f.Name, serr)
+		}
+	})
+	return err
 }
 
-func envDuration(name string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
-		return d
-	}
-	return def
-}
-
-func envBool(name string, def bool) bool {
-	if b, err := strconv.ParseBool(os.Getenv(name)); err == nil {
-		return b
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	var n int
-	if _, err := fmt.Sscan(os.Getenv(name), &n); err == nil {
-		return n
-	}
-	return def
-}
-
-func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
+func parseFlags(args []string, stdout io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("prometheus-jmx-exporter-operator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.namespaces, "namespaces", env("WATCH_NAMESPACE", ""),
+	// The flag package's own messages are not printed: run prints the
+	// error, and --help goes to stdout.
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.namespaces, "namespaces", "",
 		"namespaces to watch: one, a comma-separated list, or empty for all (env WATCH_NAMESPACE)")
-	fs.StringVar(&c.kubeconfig, "kubeconfig", env("KUBECONFIG", ""),
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "",
 		"kubeconfig file; empty: the in-cluster configuration (env KUBECONFIG)")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", env("METRICS_ADDR", sdk.DefaultMetricsAddr),
+	fs.StringVar(&c.metricsAddr, "metrics-addr", sdk.DefaultMetricsAddr,
 		"address of /metrics, /healthz and /readyz, served on every replica; 0 disables (env METRICS_ADDR)")
-	fs.StringVar(&c.election, "leader-election", env("LEADER_ELECTION", "lease"),
+	fs.StringVar(&c.election, "leader-election", "lease",
 		"leader election: lease (fast takeover), for-life (a lock ConfigMap owned by the leader's pod), or none for a single replica (env LEADER_ELECTION)")
-	fs.StringVar(&c.lockName, "leader-lock", env("LEADER_LOCK", "prometheus-jmx-exporter-operator"),
+	fs.StringVar(&c.lockName, "leader-lock", "prometheus-jmx-exporter-operator",
 		"name of the Lease or lock ConfigMap in the operator's namespace (POD_NAMESPACE) (env LEADER_LOCK)")
-	fs.StringVar(&c.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
-	fs.StringVar(&c.logFormat, "log-format", env("LOG_FORMAT", "text"), "log format: text or json (env LOG_FORMAT)")
-	fs.StringVar(&c.defaultStrategy, "default-strategy", env("DEFAULT_STRATEGY", string(jmxv1alpha1.DefaultInjectionStrategy)),
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error (env LOG_LEVEL)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (env LOG_FORMAT)")
+	fs.StringVar(&c.defaultStrategy, "default-strategy", string(jmxv1alpha1.DefaultInjectionStrategy),
 		"strategy for exporters stored without spec.injection.strategy (the CRD's schema default, EphemeralContainer, normally fills it in): EphemeralContainer or Exec (env DEFAULT_STRATEGY)")
-	fs.StringVar(&c.strategies, "strategies", env("STRATEGIES", string(jmxv1alpha1.InjectionEphemeralContainer)),
+	fs.StringVar(&c.strategies, "strategies", string(jmxv1alpha1.InjectionEphemeralContainer),
 		"strategies this operator may use, comma-separated: EphemeralContainer, Exec; Exec is opt-in (it also needs the pods/exec RBAC); grant RBAC only for these (env STRATEGIES)")
-	fs.DurationVar(&c.timeout, "injection-timeout", envDuration("INJECTION_TIMEOUT", operator.DefaultInjectionTimeout),
+	fs.DurationVar(&c.timeout, "injection-timeout", operator.DefaultInjectionTimeout,
 		"time limit of one injection of one container (env INJECTION_TIMEOUT)")
-	fs.IntVar(&c.parallelism, "parallelism", envInt("PARALLELISM", operator.DefaultParallelism),
+	fs.IntVar(&c.parallelism, "parallelism", operator.DefaultParallelism,
 		"pods injected at once (env PARALLELISM)")
-	fs.DurationVar(&c.jvmWait, "jvm-wait", envDuration("JVM_WAIT", operator.DefaultJVMWait),
+	fs.DurationVar(&c.jvmWait, "jvm-wait", operator.DefaultJVMWait,
 		"how long after a container starts a JVM may take to appear in it (env JVM_WAIT)")
-	fs.DurationVar(&c.resync, "resync", envDuration("RESYNC", 10*time.Minute),
+	fs.DurationVar(&c.resync, "resync", 10*time.Minute,
 		"how often every exporter is handled again when nothing changed; 0 never (env RESYNC)")
-	fs.DurationVar(&c.breakerWindow, "breaker-window", envDuration("BREAKER_WINDOW", operator.DefaultBreakerWindow),
+	fs.DurationVar(&c.breakerWindow, "breaker-window", operator.DefaultBreakerWindow,
 		"a JVM that ends within this time after a load opens its exporter's circuit breaker; a change of an exporter's spec or config is tried on one container for this long before the others (env BREAKER_WINDOW)")
-	fs.IntVar(&c.budget, "ephemeral-container-budget", envInt("EPHEMERAL_CONTAINER_BUDGET", operator.DefaultEphemeralContainerBudget),
+	fs.IntVar(&c.budget, "ephemeral-container-budget", operator.DefaultEphemeralContainerBudget,
 		"ephemeral containers the operator adds to one pod in the pod's whole life, injections and reconfigurations together; past it the pod is reported, not patched (env EPHEMERAL_CONTAINER_BUDGET)")
-	fs.IntVar(&c.maxAttempts, "max-attempts", envInt("MAX_ATTEMPTS", operator.DefaultMaxAttempts),
+	fs.IntVar(&c.maxAttempts, "max-attempts", operator.DefaultMaxAttempts,
 		"transiently failed attempts allowed on one container start, with either strategy; then TooManyAttempts (env MAX_ATTEMPTS)")
-	fs.StringVar(&c.agentImage, "agent-image", env("AGENT_IMAGE", jmxv1alpha1.DefaultAgentImage),
-		"agent image of the EphemeralContainer strategy, for exporters that leave spec.agent.image empty (env AGENT_IMAGE)")
-	allowed := fs.String("allowed-agent-images", env("ALLOWED_AGENT_IMAGES", ""),
+	fs.StringVar(&c.agentImage, "agent-image", jmxv1alpha1.DefaultAgentImage,
+		"agent image of the EphemeralContainer strategy, for exporters that leave spec.agent.image empty, and always allowed; when not set, the operator's own image, read from its pod (POD_NAMESPACE, POD_NAME), and this default only outside a cluster (env AGENT_IMAGE)")
+	allowed := fs.String("allowed-agent-images", "",
 		"other agent images exporters may name in spec.agent.image, comma-separated exact references; --agent-image is always allowed, and is the only one by default; an exporter naming any other image is refused (Degraded=True, AgentImageNotAllowed) (env ALLOWED_AGENT_IMAGES)")
-	fs.StringVar(&c.agentPath, "agent-path", env("AGENT_PATH", jmxv1alpha1.DefaultAgentPath),
+	fs.StringVar(&c.agentPath, "agent-path", jmxv1alpha1.DefaultAgentPath,
 		"agent jar's path in every allowed agent image; exporters cannot change it (env AGENT_PATH)")
-	fs.StringVar(&c.attachHelper, "attach-helper-path", env("ATTACH_HELPER_PATH", jmxv1alpha1.DefaultAttachHelperPath),
+	fs.StringVar(&c.attachHelper, "attach-helper-path", jmxv1alpha1.DefaultAttachHelperPath,
 		"jmx-attach's path in every allowed agent image; exporters cannot change it (env ATTACH_HELPER_PATH)")
-	fs.StringVar(&c.pullPolicy, "image-pull-policy", env("IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)),
+	fs.StringVar(&c.pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent),
 		"pull policy of the agent image: Always, IfNotPresent or Never (env IMAGE_PULL_POLICY)")
-	fs.StringVar(&c.localHelper, "local-attach-helper", env("LOCAL_ATTACH_HELPER", jmxv1alpha1.DefaultAttachHelperPath),
+	fs.StringVar(&c.localHelper, "local-attach-helper", jmxv1alpha1.DefaultAttachHelperPath,
 		"the operator's own jmx-attach, which the Exec strategy streams into containers (env LOCAL_ATTACH_HELPER)")
-	fs.StringVar(&c.localJar, "local-agent-jar", env("LOCAL_AGENT_JAR", jmxv1alpha1.DefaultAgentPath),
+	fs.StringVar(&c.localJar, "local-agent-jar", jmxv1alpha1.DefaultAgentPath,
 		"the operator's own agent jar, which the Exec strategy streams into containers (env LOCAL_AGENT_JAR)")
-	fs.DurationVar(&c.gracefulTimeout, "graceful-timeout", envDuration("GRACEFUL_TIMEOUT", 30*time.Second),
+	fs.DurationVar(&c.gracefulTimeout, "graceful-timeout", 30*time.Second,
 		"how long handlers may run on after shutdown or a lost leadership (env GRACEFUL_TIMEOUT)")
-	fs.BoolVar(&c.podMonitors, "pod-monitors", envBool("POD_MONITORS", true),
+	fs.BoolVar(&c.podMonitors, "pod-monitors", true,
 		"keep one PodMonitor per exporter, scraping each injected JVM once, when the cluster serves monitoring.coreos.com/v1 PodMonitors (checked at start) (env POD_MONITORS)")
-	podMonLabels := fs.String("pod-monitor-labels", env("POD_MONITOR_LABELS", ""),
+	podMonLabels := fs.String("pod-monitor-labels", "",
 		"labels added to every PodMonitor, k=v comma-separated, for a Prometheus whose podMonitorSelector asks for them (env POD_MONITOR_LABELS)")
-	fs.StringVar(&c.metricsService, "metrics-service", env("METRICS_SERVICE", metricsServiceEveryReplica),
+	fs.BoolVar(&c.reportUnserved, "report-unserved", true,
+		"when --namespaces lists namespaces, watch the exporters of every other namespace read-only and set NotServed=True on them, naming the served ones; needs a ClusterRole (get, list, watch exporters; update exporters/status); false keeps the operator strictly namespaced (env REPORT_UNSERVED)")
+	fs.StringVar(&c.metricsService, "metrics-service", metricsServiceEveryReplica,
 		"the <deployment>-metrics Service in the operator's namespace (and a ServiceMonitor when the cluster serves them), written at start: every-replica, leader (only the leader is scraped) or none (env METRICS_SERVICE)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: prometheus-jmx-exporter-operator [flags]
@@ -201,9 +211,26 @@ Flags (each also from the environment variable in parentheses; flags win):
 `)
 		fs.PrintDefaults()
 	}
+	version := fs.Bool("version", false, "print the version, the commit and the Go version, and exit")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+		}
 		return c, err
 	}
+	if *version {
+		fmt.Fprintln(stdout, versionLine())
+		return c, errVersion
+	}
+	if err := applyEnv(fs); err != nil {
+		return c, err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "agent-image" {
+			c.agentImageSet = true
+		}
+	})
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
@@ -363,7 +390,7 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newBuildInfo())
 	opts := []sdk.Option{
 		sdk.WithScheme(scheme), sdk.WithRegisterer(reg), sdk.WithGatherer(reg),
 		sdk.WithMetricsAddr(c.metricsAddr), sdk.WithLogger(log),
@@ -389,6 +416,12 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
+	agentImage, why, err := chooseAgentImage(ctx, op.Clientset(), c)
+	if err != nil {
+		return err
+	}
+	log.WithFields(logrus.Fields{"agentImage": agentImage, "why": why}).Info("agent image chosen")
+	reportUnserved := c.reportUnserved && c.namespaces != "" && unservedGranted(ctx, op.Clientset(), log)
 	enabled, _ := strategies(c.strategies)
 	var disabled []jmxv1alpha1.InjectionStrategy
 	for _, s := range []jmxv1alpha1.InjectionStrategy{jmxv1alpha1.InjectionEphemeralContainer, jmxv1alpha1.InjectionExec} {
@@ -400,12 +433,13 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		Namespaces:         c.namespaces,
 		DefaultStrategy:    jmxv1alpha1.InjectionStrategy(c.defaultStrategy),
 		DisabledStrategies: disabled,
-		AgentImage:         c.agentImage, AgentPath: c.agentPath, AttachHelperPath: c.attachHelper,
+		AgentImage:         agentImage, AgentPath: c.agentPath, AttachHelperPath: c.attachHelper,
 		AllowedAgentImages: c.allowedImages,
 		PullPolicy:         corev1.PullPolicy(c.pullPolicy),
 		LocalAttachHelper:  c.localHelper, LocalAgentJar: c.localJar,
 		InjectionTimeout: c.timeout, Parallelism: c.parallelism, JVMWait: c.jvmWait,
 		BreakerWindow: c.breakerWindow, Resync: c.resync, EphemeralContainerBudget: c.budget, MaxAttempts: c.maxAttempts,
+		ReportUnserved:     reportUnserved,
 		DisablePodMonitors: !c.podMonitors, PodMonitorLabels: c.podMonLabels,
 	})
 	if err != nil {
@@ -413,7 +447,7 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 	}
 	ensureMetricsService(ctx, cfg, c, log)
 	log.WithFields(logrus.Fields{"namespaces": nsLabel(c.namespaces), "election": c.election,
-		"strategies": c.strategies, "default": c.defaultStrategy, "agentImage": c.agentImage,
+		"strategies": c.strategies, "default": c.defaultStrategy, "agentImage": agentImage,
 		"allowedAgentImages": strings.Join(c.allowedImages, ",")}).Info("prometheus-jmx-exporter-operator starting")
 	err = op.Run(ctx)
 	r.Wait()
@@ -421,6 +455,59 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// chooseAgentImage returns the agent image and why it is that one: the one
+// --agent-image (or AGENT_IMAGE) names when it is given; otherwise the
+// operator's own image, read from its pod (POD_NAMESPACE and POD_NAME, from
+// the downward API in the manifests), because the release image holds the
+// operator, jmx-attach and the agent jar, and a mirror or a kustomize images:
+// rewrite that moves the operator so moves the agent; the built-in default
+// only where there is no own pod to read (run outside a cluster). An own pod
+// that cannot be read is an error, not the default: on a mirrored install
+// the default would name an image the nodes cannot pull.
+func chooseAgentImage(ctx context.Context, client kubernetes.Interface, c config) (image, why string, err error) {
+	if c.agentImageSet {
+		return c.agentImage, "--agent-image (or AGENT_IMAGE) is set", nil
+	}
+	ns, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+	if ns == "" || name == "" {
+		return c.agentImage, "the built-in default: POD_NAMESPACE and POD_NAME are not set, so there is no own pod to read the image from", nil
+	}
+	img, err := operator.OwnImage(ctx, client, ns, name)
+	if err != nil {
+		return "", "", fmt.Errorf("the agent image is the operator's own (set --agent-image to name one instead): %w", err)
+	}
+	return img, fmt.Sprintf("the operator's own image, from its pod %s/%s (--agent-image not set)", ns, name), nil
+}
+
+// unservedGranted asks the API server (SelfSubjectAccessReviews, which every
+// authenticated user may make) whether the operator may watch exporters in
+// every namespace and update their status, as --report-unserved needs. When it
+// may not, the report is off and the log says why: a watch it may not make
+// would fail the operator's start after the cache sync timeout.
+func unservedGranted(ctx context.Context, client kubernetes.Interface, log *logrus.Logger) bool {
+	for _, a := range []authorizationv1.ResourceAttributes{
+		{Verb: "list", Group: jmxv1alpha1.SchemeGroupVersion.Group, Resource: "prometheusjmxexporters"},
+		{Verb: "watch", Group: jmxv1alpha1.SchemeGroupVersion.Group, Resource: "prometheusjmxexporters"},
+		{Verb: "update", Group: jmxv1alpha1.SchemeGroupVersion.Group, Resource: "prometheusjmxexporters", Subresource: "status"},
+	} {
+		r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &a}}, metav1.CreateOptions{})
+		if err != nil || !r.Status.Allowed {
+			reason := ""
+			if err != nil {
+				reason = err.Error()
+			} else {
+				reason = "denied " + r.Status.Reason
+			}
+			log.WithField("verb", a.Verb+" "+a.Resource+"/"+a.Subresource).Warnf("--report-unserved is on, but the operator may not watch exporters in every namespace "+
+				"and write their status (%s): exporters in namespaces it does not serve are not told so. Grant the ClusterRole "+
+				"prometheus-jmx-exporter-operator-unserved (deploy/operator/rbac-unserved.yaml), or set --report-unserved=false", reason)
+			return false
+		}
+	}
+	return true
 }
 
 // ensureMetricsService writes the metrics Service (and ServiceMonitor) that

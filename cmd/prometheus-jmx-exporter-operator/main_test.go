@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
@@ -14,12 +16,16 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	if code := run([]string{"--help"}, &out, &errb); code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	help := errb.String()
+	if errb.Len() != 0 {
+		t.Errorf("--help wrote to stderr: %q", errb.String())
+	}
+	help := out.String()
 	for _, f := range []string{"-namespaces", "WATCH_NAMESPACE", "-kubeconfig", "-metrics-addr", "-leader-election", "-log-level",
 		"-log-format", "-strategies", "-default-strategy", "-injection-timeout", "-parallelism", "-jvm-wait", "-agent-image",
 		"-image-pull-policy", "-local-attach-helper", "-local-agent-jar", "-pod-monitors", "POD_MONITORS", "-pod-monitor-labels",
 		"-metrics-service", "METRICS_SERVICE", "-breaker-window", "-resync", "-ephemeral-container-budget", "-max-attempts",
-		"-allowed-agent-images", "ALLOWED_AGENT_IMAGES", "-agent-path", "-attach-helper-path", "docs/operator.md"} {
+		"-allowed-agent-images", "ALLOWED_AGENT_IMAGES", "-agent-path", "-attach-helper-path", "-report-unserved", "REPORT_UNSERVED",
+		"-graceful-timeout", "-version", "docs/operator.md"} {
 		if !strings.Contains(help, f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -39,7 +45,7 @@ func TestDocsListEveryFlag(t *testing.T) {
 	}
 	flagLine := regexp.MustCompile(`^  -([a-z-]+)`)
 	envName := regexp.MustCompile(`\(env ([A-Z_]+)\)`)
-	help := strings.Split(errb.String(), "\n")
+	help := strings.Split(out.String(), "\n")
 	n := 0
 	for i, line := range help {
 		m := flagLine.FindStringSubmatch(line)
@@ -94,8 +100,8 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 func TestEnvironmentSetsDefaultsAndFlagsWin(t *testing.T) {
 	t.Setenv("WATCH_NAMESPACE", "a,b")
 	t.Setenv("PARALLELISM", "3")
-	var out, errb bytes.Buffer
-	c, err := parseFlags([]string{"--parallelism", "5"}, &out, &errb)
+	var out bytes.Buffer
+	c, err := parseFlags([]string{"--parallelism", "5"}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +115,7 @@ func TestEnvironmentSetsDefaultsAndFlagsWin(t *testing.T) {
 		t.Fatalf("defaults: pod monitors %v, metrics service %q, labels %v", c.podMonitors, c.metricsService, c.podMonLabels)
 	}
 	t.Setenv("ALLOWED_AGENT_IMAGES", "jmx-agent:v2, jmx-agent@sha256:0")
-	if c, err = parseFlags(nil, &out, &errb); err != nil {
+	if c, err = parseFlags(nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	if len(c.allowedImages) != 2 || c.allowedImages[1] != "jmx-agent@sha256:0" {
@@ -117,7 +123,7 @@ func TestEnvironmentSetsDefaultsAndFlagsWin(t *testing.T) {
 	}
 	t.Setenv("POD_MONITORS", "false")
 	t.Setenv("POD_MONITOR_LABELS", "release=kps, team=jvm")
-	if c, err = parseFlags([]string{"--metrics-service", "leader"}, &out, &errb); err != nil {
+	if c, err = parseFlags([]string{"--metrics-service", "leader"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if c.podMonitors || c.metricsService != "leader" || c.podMonLabels["release"] != "kps" || c.podMonLabels["team"] != "jvm" {
@@ -131,5 +137,137 @@ func TestOutsideAClusterWithoutKubeconfigIsAnError(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"--metrics-addr", "0"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "not in a cluster") {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestInvalidEnvironmentValuesFailAsFlagsDo: a value the flag refuses is
+// refused from its environment variable too, with exit 2, for every kind of
+// flag (bool, duration, int) and for the checks after parsing.
+func TestInvalidEnvironmentValuesFailAsFlagsDo(t *testing.T) {
+	for _, tc := range []struct{ env, value, flag, want string }{
+		{"POD_MONITORS", "flase", "-pod-monitors", `invalid value "flase" for environment variable POD_MONITORS (flag -pod-monitors): parse error`},
+		{"REPORT_UNSERVED", "yes please", "-report-unserved", "REPORT_UNSERVED"},
+		{"INJECTION_TIMEOUT", "2", "-injection-timeout", `invalid value "2" for environment variable INJECTION_TIMEOUT (flag -injection-timeout)`},
+		{"INJECTION_TIMEOUT", "2s", "-injection-timeout", "--injection-timeout 2s: at least 10s"},
+		{"PARALLELISM", "eight", "-parallelism", "PARALLELISM"},
+		{"PARALLELISM", "0", "-parallelism", "--parallelism 0: at least 1"},
+		{"RESYNC", "often", "-resync", "RESYNC"},
+		{"GRACEFUL_TIMEOUT", "30", "-graceful-timeout", "GRACEFUL_TIMEOUT"},
+		{"MAX_ATTEMPTS", "5x", "-max-attempts", "MAX_ATTEMPTS"},
+		{"LEADER_ELECTION", "maybe", "-leader-election", `--leader-election "maybe"`},
+	} {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			var fromFlag, fromFlagErr bytes.Buffer
+			flagCode := run([]string{tc.flag + "=" + tc.value}, &fromFlag, &fromFlagErr)
+			t.Setenv(tc.env, tc.value)
+			var out, errb bytes.Buffer
+			code := run(nil, &out, &errb)
+			if code != 2 || flagCode != 2 {
+				t.Fatalf("exit %d from the environment, %d from the flag; want 2 for both (stderr %q)", code, flagCode, errb.String())
+			}
+			if !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("stderr %q lacks %q", errb.String(), tc.want)
+			}
+			if !strings.HasPrefix(errb.String(), "prometheus-jmx-exporter-operator: ") || !strings.HasPrefix(fromFlagErr.String(), "prometheus-jmx-exporter-operator: ") {
+				t.Errorf("not in the same style: env %q, flag %q", errb.String(), fromFlagErr.String())
+			}
+		})
+	}
+}
+
+// TestEveryFlagHasAnEnvironmentVariable: the help names one per flag, and
+// setting it sets the flag (the binding reads the help).
+func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"--help"}, &out, &bytes.Buffer{}); code != 0 {
+		t.Fatalf("--help exited %d", code)
+	}
+	blocks := regexp.MustCompile(`(?m)^  -([a-z-]+)[^\n]*\n((?:    [^\n]*\n?)*)`).FindAllStringSubmatch(out.String(), -1)
+	if len(blocks) < 20 {
+		t.Fatalf("found %d flags in --help", len(blocks))
+	}
+	for _, b := range blocks {
+		if b[1] == "version" {
+			continue
+		}
+		if !regexp.MustCompile(`\(env [A-Z_]+\)`).MatchString(strings.Join(strings.Fields(b[2]), " ")) {
+			t.Errorf("--%s names no environment variable in its help", b[1])
+		}
+	}
+	t.Setenv("REPORT_UNSERVED", "false")
+	t.Setenv("GRACEFUL_TIMEOUT", "5s")
+	c, err := parseFlags(nil, &out)
+	if err != nil || c.reportUnserved || c.gracefulTimeout.String() != "5s" {
+		t.Fatalf("err %v, report-unserved %v, graceful-timeout %s", err, c.reportUnserved, c.gracefulTimeout)
+	}
+}
+
+func TestVersionPrintsVersionCommitAndGo(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"--version"}, &out, &errb); code != 0 {
+		t.Fatalf("--version exited %d: %q", code, errb.String())
+	}
+	if !regexp.MustCompile(`^prometheus-jmx-exporter-operator \S+ \(commit \S+, go1\.[0-9.]+\S*\)\n$`).MatchString(out.String()) {
+		t.Fatalf("--version printed %q", out.String())
+	}
+	old := version
+	version, commit = "v9.9.9", "abc123"
+	defer func() { version, commit = old, "" }()
+	if v := versionLine(); !strings.Contains(v, "v9.9.9 (commit abc123, go") {
+		t.Fatalf("with -ldflags values: %q", v)
+	}
+}
+
+func TestAgentImageIsExplicitOnlyWhenSet(t *testing.T) {
+	var out bytes.Buffer
+	c, err := parseFlags(nil, &out)
+	if err != nil || c.agentImageSet {
+		t.Fatalf("default: err %v, set %v", err, c.agentImageSet)
+	}
+	t.Setenv("AGENT_IMAGE", "mirror/jmx-agent:v1")
+	if c, err = parseFlags(nil, &out); err != nil || !c.agentImageSet || c.agentImage != "mirror/jmx-agent:v1" {
+		t.Fatalf("AGENT_IMAGE: err %v, set %v, image %q", err, c.agentImageSet, c.agentImage)
+	}
+	t.Setenv("POD_NAME", "")
+	im, why, err := chooseAgentImage(t.Context(), nil, config{agentImage: "built-in"})
+	if err != nil || im != "built-in" || !strings.Contains(why, "no own pod") {
+		t.Fatalf("outside a cluster: %q %q %v", im, why, err)
+	}
+}
+
+// TestBuildsStampTheVersion: make build and the Dockerfile set the variables
+// --version and handlerkit_operator_build_info report.
+func TestBuildsStampTheVersion(t *testing.T) {
+	for _, f := range []string{"Makefile", "Dockerfile"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []string{"-X main.version=", "-X main.commit="} {
+			if !strings.Contains(string(data), x) {
+				t.Errorf("%s does not stamp %s", f, x)
+			}
+		}
+	}
+}
+
+func TestBuildInfoMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newBuildInfo())
+	ver, rev, goVersion := buildInfo()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != 1 || mfs[0].GetName() != "handlerkit_operator_build_info" || len(mfs[0].GetMetric()) != 1 {
+		t.Fatalf("gathered %v", mfs)
+	}
+	m := mfs[0].GetMetric()[0]
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	if m.GetGauge().GetValue() != 1 || got["version"] != ver || got["revision"] != rev || got["goversion"] != goVersion {
+		t.Fatalf("%v = %v", got, m.GetGauge().GetValue())
 	}
 }

@@ -54,7 +54,16 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx)
+	stopped := ctx.Err() != nil
+	stop()
+	switch {
+	case err != nil && stopped:
+		// Ctrl-C before the demo was up: what it started is cleaned up
+		// already (run's deferred cleanups), which is the stop asked for.
+		fmt.Fprintln(os.Stderr, "demo: stopped before it was ready:", err)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -64,12 +73,15 @@ func step(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-func run() error {
+// run is the demo; ctx ends on Ctrl-C or SIGTERM.
+func run(ctx context.Context) error {
 	timeout := flag.Duration("timeout", 10*time.Minute, "how long to wait for each step")
 	exitAfter := flag.Bool("exit", false, "stop after printing the metrics instead of waiting for Ctrl-C (for tests)")
+	idle := flag.Bool("idle", false, "start nothing: wait for Ctrl-C as the demo does once it runs, and stop the same way (for the test of make demo's Ctrl-C)")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	if *idle {
+		return waitForStop(ctx)
+	}
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -190,6 +202,13 @@ Try it (the cluster runs until you press Ctrl-C):
 	if *exitAfter {
 		return nil
 	}
+	return waitForStop(ctx)
+}
+
+// waitForStop runs until Ctrl-C (or SIGTERM). A stop asked for is a clean
+// end: the deferred cleanups run and the demo exits 0, so that `make demo`
+// reports no error.
+func waitForStop(ctx context.Context) error {
 	step("running; press Ctrl-C to stop and remove everything")
 	<-ctx.Done()
 	step("stopping")

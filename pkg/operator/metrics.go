@@ -13,7 +13,6 @@ type metrics struct {
 	duration   *prometheus.HistogramVec // strategy, result
 	jvms       *prometheus.GaugeVec     // namespace, exporter
 	pods       *prometheus.GaugeVec     // namespace, exporter, state
-	inFlight   prometheus.GaugeFunc
 }
 
 // Pod states of jmx_operator_pods.

@@ -15,6 +15,7 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +30,9 @@ import (
 )
 
 // Watch names. Pod and ConfigMap events are mapped to exporter keys, and so
-// are those of the operator's PodMonitors (WatchPodMonitors).
+// are those of the operator's PodMonitors (WatchPodMonitors). The exporters
+// of namespaces the operator does not serve have a watch of their own
+// (WatchUnserved).
 const (
 	WatchExporters  = "exporters"
 	WatchPods       = "pods"
@@ -127,6 +130,13 @@ type Options struct {
 	// monitoring.coreos.com/v1 PodMonitors when Setup runs (a CRD installed
 	// later is used after the operator restarts).
 	DisablePodMonitors bool
+	// ReportUnserved, when Namespaces names namespaces (not all), watches
+	// the exporters of every other namespace read-only and sets
+	// NotServed=True and Ready=False on each, naming the served namespaces
+	// (WatchUnserved). It needs get, list and watch on exporters and update
+	// on their status cluster-wide (a ClusterRole); the operator never acts
+	// on those exporters' pods.
+	ReportUnserved bool
 	// PodMonitorLabels are added to the labels of every PodMonitor, for a
 	// Prometheus whose podMonitorSelector asks for them (such as
 	// kube-prometheus-stack's release=<name>).
@@ -201,6 +211,14 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		sdk.WithName(WatchConfigMaps),
 		sdk.WithMapTo(WatchExporters, r.exportersOfConfigMap)); err != nil {
 		return nil, fmt.Errorf("operator: watch configmaps: %w", err)
+	}
+	if served := servedNamespaces(ns); len(served) > 0 && o.ReportUnserved {
+		if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", "", 0,
+			sdk.WithName(WatchUnserved), sdk.WithFieldSelector(unservedSelector(served)),
+			sdk.WithHandler(&unserved{served: served})); err != nil {
+			return nil, fmt.Errorf("operator: watch exporters of unserved namespaces: %w", err)
+		}
+		op.Logger().Infof("operator: exporters outside %s get NotServed=True (--report-unserved)", strings.Join(served, ", "))
 	}
 	if r.podMonitors {
 		if err := op.Watch(PodMonitorGVK.GroupVersion().String(), PodMonitorGVK.Kind, ns, 0,

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -927,6 +928,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 	if p.rejectedConfig != nil {
 		st.RejectedConfig = p.rejectedConfig
 	}
+	// A namespace this operator serves now may have been reported as not
+	// served before (by an operator with other --namespaces).
+	st.Conditions = slices.DeleteFunc(st.Conditions, func(c metav1.Condition) bool { return c.Type == jmxv1alpha1.ConditionNotServed })
 	setCondition(st, p.configValid)
 	setCondition(st, r.readyCondition(p, counts))
 	setCondition(st, r.configAppliedCondition(p))

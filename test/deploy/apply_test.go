@@ -60,6 +60,7 @@ var notAlone = map[string]string{
 	// Their ClusterRoleBindings' subjects get the operator's namespace from
 	// the kustomization.
 	"deploy/operator/cluster-wide/rbac.yaml":                    "kubectl apply -k only",
+	"deploy/operator/rbac-unserved.yaml":                        "kubectl apply -k only",
 	"deploy/operator/cluster-wide/rbac-ephemeralcontainer.yaml": "kubectl apply -k only",
 	"deploy/overlays/cluster-wide-exec/rbac-exec.yaml":          "kubectl apply -k only",
 }

@@ -31,6 +31,12 @@ const (
 	// the operator's PodMonitor carries none of spec.podMonitor, so that the
 	// JVMs are still scraped, with the Prometheus' own settings.
 	ConditionPodMonitorValid = "PodMonitorValid"
+
+	// ConditionNotServed is True on an exporter in a namespace that no
+	// operator serves: the operator serves a list of namespaces and reports,
+	// without acting, on exporters elsewhere (--report-unserved). Its message
+	// names the namespaces it serves. Ready is then False with ReasonNotServed.
+	ConditionNotServed = "NotServed"
 )
 
 // Condition reasons. They are CamelCase, as metav1.Condition requires, and
@@ -50,6 +56,10 @@ const (
 	// ReasonInjectionPending (Ready=False): some pods are not injected yet,
 	// for example because they are not running.
 	ReasonInjectionPending = "InjectionPending"
+
+	// ReasonNotServed (NotServed=True, Ready=False): the exporter is in a
+	// namespace the operator does not serve; nothing happens to its pods.
+	ReasonNotServed = "NotServed"
 
 	// ReasonNoPodsMatched (Ready=False): the selector matches no pod.
 	ReasonNoPodsMatched = "NoPodsMatched"

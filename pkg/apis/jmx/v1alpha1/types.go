@@ -248,9 +248,10 @@ type Injection struct {
 // paths are always the operator's.
 type Agent struct {
 	// Image carries the agent jar and the attach helper. It must be the
-	// operator's --agent-image (DefaultAgentImage,
-	// ghcr.io/handlerkit/jmx-agent:v0.1.0, unless the operator was started
-	// with another) or one of its --allowed-agent-images, compared as exact
+	// operator's agent image (its own image, read from its pod, unless it
+	// was started with --agent-image; DefaultAgentImage,
+	// ghcr.io/handlerkit/jmx-agent:v0.1.0, outside a cluster) or one of its
+	// --allowed-agent-images, compared as exact
 	// references; any other image is refused with Degraded=True, reason
 	// AgentImageNotAllowed, and no container is added to any pod.
 	// +optional
