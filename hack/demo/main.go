@@ -54,10 +54,30 @@ import (
 )
 
 func main() {
+	os.Exit(demo())
+}
+
+// demo runs the demo and returns its exit status. It returns, rather than
+// exits, so that the terminal is given back on every path (see
+// takeForeground).
+func demo() int {
+	// SIGINT is caught from before the demo takes the terminal until after
+	// it gives it back (the deferred calls run last first), so that no
+	// Ctrl-C finds it in the foreground without its handler.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx)
+	defer stop()
+	fg, err := takeForeground()
+	if err != nil {
+		// The demo still runs, as it would without a terminal.
+		fmt.Fprintln(os.Stderr, "demo: Ctrl-C will reach make too:", err)
+	}
+	defer func() {
+		if err := fg.restore(); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+		}
+	}()
+	err = run(ctx)
 	stopped := ctx.Err() != nil
-	stop()
 	switch {
 	case err != nil && stopped:
 		// Ctrl-C before the demo was up: what it started is cleaned up
@@ -65,8 +85,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "demo: stopped before it was ready:", err)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func step(format string, args ...any) {

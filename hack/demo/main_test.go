@@ -4,21 +4,25 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestCtrlCOnMakeDemoIsACleanStop runs `make demo` as a terminal runs it,
-// in a process group of its own (a session, as setsid makes), and sends
-// SIGINT to the whole group once the demo runs, as Ctrl-C does. The demo
-// must stop cleanly (exit 0), so that make prints no "Error" and no
+// in a session of its own, and stops it with Ctrl-C once the demo runs. The
+// demo must stop cleanly (exit 0), make must print no "Error" and no
 // "Interrupt", and no process of the session may be left.
 //
 // The demo runs with -idle, which starts no cluster but waits for Ctrl-C and
@@ -26,10 +30,13 @@ import (
 // minutes to start, too long for the test suite. The prerequisites are
 // taken as made (make -o), so that make runs only the demo's own recipe.
 //
-// make itself, having received SIGINT, ends by SIGINT once its child has
-// exited (GNU make re-raises a fatal signal after cleaning up, so that a
-// calling shell stops too): that is the terminal's exit status 130, and it
-// prints nothing. A make that exits 0 instead is accepted too.
+// In a terminal (a real pseudo-terminal, Ctrl-C typed as the byte 0x03),
+// make must exit 0: the demo takes the terminal's foreground so that the
+// SIGINT reaches it and not make. Without a terminal, with SIGINT sent to
+// the whole session, make itself ends by SIGINT once its child has exited
+// (GNU make re-raises a fatal signal after cleaning up, so that a calling
+// shell stops too): that is the status 130 a shell shows, and make prints
+// nothing.
 func TestCtrlCOnMakeDemoIsACleanStop(t *testing.T) {
 	makePath, err := exec.LookPath("make")
 	if err != nil {
@@ -46,20 +53,78 @@ func TestCtrlCOnMakeDemoIsACleanStop(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt)
 	defer signal.Stop(sigs)
+	makeDemo := func(t *testing.T) *exec.Cmd {
+		cmd := exec.Command(makePath, "--no-print-directory", "-o", "prereqs", "-o", "controlplane", "-o", "node", "-o", "prometheus",
+			"-o", "images", "demo", "DEMOFLAGS=-idle", "BIN="+t.TempDir())
+		cmd.Dir = root
+		return cmd
+	}
 
-	cmd := exec.Command(makePath, "--no-print-directory", "-o", "prereqs", "-o", "controlplane", "-o", "node", "-o", "prometheus",
-		"-o", "images", "demo", "DEMOFLAGS=-idle", "BIN="+t.TempDir())
-	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+	inTerminal := func(t *testing.T, stop func(master *os.File, out *output) error) {
+		master, slave, err := openPTY()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer master.Close()
+		cmd := makeDemo(t)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		// A session whose controlling terminal is the pty (the child's
+		// fd 0), as a terminal's shell has.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		err = cmd.Start()
+		slave.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Once every process of the session has closed the slave,
+		// reading the master fails (EIO): that is the end of the output.
+		stopDemo(t, cmd, master, func(out *output) error { return stop(master, out) }, true)
 	}
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pw.Close()
+	t.Run("in a terminal", func(t *testing.T) {
+		inTerminal(t, func(master *os.File, _ *output) error {
+			_, err := master.Write([]byte{0x03}) // Ctrl-C
+			return err
+		})
+	})
+	// Ctrl-Z must not leave the terminal to a stopped demo that make waits
+	// for: the demo says it does not suspend, and Ctrl-C still stops it.
+	t.Run("Ctrl-Z then Ctrl-C in a terminal", func(t *testing.T) {
+		inTerminal(t, func(master *os.File, out *output) error {
+			if _, err := master.Write([]byte{0x1a}); err != nil { // Ctrl-Z
+				return err
+			}
+			if err := out.waitFor("Ctrl-Z does not suspend the demo", time.Minute); err != nil {
+				return err
+			}
+			_, err := master.Write([]byte{0x03})
+			return err
+		})
+	})
+
+	t.Run("SIGINT to the session without a terminal", func(t *testing.T) {
+		cmd := makeDemo(t)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pr.Close()
+		cmd.Stdout, cmd.Stderr = pw, pw
+		err = cmd.Start()
+		pw.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sigint := func(*output) error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+		stopDemo(t, cmd, pr, sigint, false)
+	})
+}
+
+// stopDemo waits for the started make demo to print the demo's ready line
+// on out, stops it with ctrlC and checks the stop was clean. With exit0,
+// make must exit 0; otherwise GNU make's re-raised SIGINT is accepted too.
+func stopDemo(t *testing.T, cmd *exec.Cmd, out io.Reader, ctrlC func(*output) error, exit0 bool) {
+	t.Helper()
 	sid := cmd.Process.Pid
 	defer func() {
 		// Whatever happened, nothing of the session outlives the test.
@@ -67,48 +132,46 @@ func TestCtrlCOnMakeDemoIsACleanStop(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}()
-
-	var out bytes.Buffer
-	ready := make(chan struct{})
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		sc := bufio.NewScanner(pr)
-		once := false
-		for sc.Scan() {
-			out.WriteString(sc.Text() + "\n")
-			if !once && strings.Contains(sc.Text(), "running; press Ctrl-C") {
-				once = true
-				close(ready)
-			}
+	buf := newOutput(out)
+	waited := make(chan error, 1)
+	wait := func() error {
+		go func() { waited <- cmd.Wait() }()
+		select {
+		case err := <-waited:
+			return err
+		case <-time.After(5 * time.Minute):
+			return errors.New("make demo did not end within 5 minutes of Ctrl-C")
 		}
-	}()
+	}
+	if err := buf.waitFor("running; press Ctrl-C", 5*time.Minute); err != nil {
+		t.Fatalf("the demo did not run (%v): %v:\n%s", err, wait(), buf.String())
+	}
+	start := time.Now()
+	if err := ctrlC(buf); err != nil {
+		t.Fatalf("%v:\n%s", err, buf.String())
+	}
+	waitErr := wait()
+	t.Logf("make demo ended %s after Ctrl-C: %v", time.Since(start).Round(time.Millisecond), waitErr)
 	select {
-	case <-ready:
-	case <-readDone:
-		_ = cmd.Wait()
-		t.Fatalf("make demo ended before the demo ran:\n%s", out.String())
-	case <-time.After(5 * time.Minute):
-		t.Fatal("the demo did not get ready within 5 minutes")
+	case <-buf.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("make demo's output did not end within a minute of its exit:\n%s", buf.String())
 	}
-	if err := syscall.Kill(-sid, syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	waitErr := cmd.Wait()
-	<-readDone
-	output := out.String()
+	output := buf.String()
 	var exitErr *exec.ExitError
 	switch {
 	case waitErr == nil:
-	case errors.As(waitErr, &exitErr):
+	case errors.As(waitErr, &exitErr) && !exit0:
 		ws, ok := exitErr.Sys().(syscall.WaitStatus)
 		if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
 			t.Errorf("make ended with %v; want exit 0, or GNU make's own re-raised SIGINT", waitErr)
 		}
 	default:
-		t.Fatal(waitErr)
+		t.Errorf("make ended with %v; want exit 0", waitErr)
 	}
-	for _, bad := range []string{"Error", "Interrupt", "make: ***"} {
+	// "demo: " starts the demo's own error lines (giving the terminal
+	// back, a cleanup that failed).
+	for _, bad := range []string{"Error", "Interrupt", "make: ***", "demo: "} {
 		if strings.Contains(output, bad) {
 			t.Errorf("make's output has %q:\n%s", bad, output)
 		}
@@ -119,6 +182,81 @@ func TestCtrlCOnMakeDemoIsACleanStop(t *testing.T) {
 	if left := session(t, sid); len(left) > 0 {
 		t.Errorf("processes of make demo's session left: %v", left)
 	}
+}
+
+// output collects a command's output lines as they come.
+type output struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	more chan struct{} // closed and replaced on every line
+	done chan struct{} // closed at the end of the output
+}
+
+func newOutput(r io.Reader) *output {
+	o := &output{more: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			o.mu.Lock()
+			o.buf.WriteString(strings.TrimRight(sc.Text(), "\r") + "\n")
+			close(o.more)
+			o.more = make(chan struct{})
+			o.mu.Unlock()
+		}
+	}()
+	return o
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// waitFor waits until the output has s, for at most d.
+func (o *output) waitFor(s string, d time.Duration) error {
+	deadline := time.After(d)
+	for {
+		o.mu.Lock()
+		has, more := strings.Contains(o.buf.String(), s), o.more
+		o.mu.Unlock()
+		if has {
+			return nil
+		}
+		select {
+		case <-more:
+		case <-o.done:
+			if strings.Contains(o.String(), s) {
+				return nil
+			}
+			return fmt.Errorf("the output ended without %q", s)
+		case <-deadline:
+			return fmt.Errorf("no %q in the output within %s", s, d)
+		}
+	}
+}
+
+// openPTY opens a new pseudo-terminal: its master, and its slave opened
+// without becoming this process's controlling terminal.
+func openPTY() (master, slave *os.File, err error) {
+	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fd := int(master.Fd())
+	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN)
+	if err == nil {
+		err = unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0) // unlockpt
+	}
+	if err == nil {
+		slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		master.Close()
+		return nil, nil, fmt.Errorf("a pseudo-terminal: %w", err)
+	}
+	return master, slave, nil
 }
 
 // session returns the processes of session sid.
