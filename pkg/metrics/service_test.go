@@ -5,9 +5,11 @@ import (
 	"context"
 	"flag"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -323,9 +325,23 @@ func TestEnsureService(t *testing.T) {
 			t.Errorf("the ServiceMonitor selects %v, the Service is labelled %v", sel, svc.Labels)
 		}
 
-		// The same options again: nothing to write.
-		if _, err := metrics.EnsureService(ctx, env.Config(), opts); err != nil {
+		// The same options again: nothing to write. (The apiserver would skip a no-op update without a new
+		// resourceVersion, so the requests are counted.)
+		var puts atomic.Int32
+		counting := env.Config()
+		counting.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/servicemonitors/") {
+					puts.Add(1)
+				}
+				return rt.RoundTrip(r)
+			})
+		})
+		if _, err := metrics.EnsureService(ctx, counting, opts); err != nil {
 			t.Fatal(err)
+		}
+		if n := puts.Load(); n != 0 {
+			t.Errorf("an unchanged ServiceMonitor was updated (%d PUTs)", n)
 		}
 		same, err := monitors.Get(ctx, "op-metrics", metav1.GetOptions{})
 		if err != nil {
@@ -411,6 +427,10 @@ func TestEnsureService(t *testing.T) {
 		}
 	})
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // fixture is sm as YAML without what the apiserver assigns (uid, resourceVersion, times, managed fields) and with
 // its namespace ns, which the test environment names at random, replaced by "monitoring".
