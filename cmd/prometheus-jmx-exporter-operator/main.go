@@ -70,6 +70,7 @@ type config struct {
 	podMonitors     bool
 	reportUnserved  bool
 	podMonLabels    map[string]string
+	svcMonLabels    map[string]string
 	metricsService  string
 }
 
@@ -197,6 +198,8 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 		"when --namespaces lists namespaces, watch the exporters of every other namespace read-only and set NotServed=True on them, naming the served ones; needs a ClusterRole (get, list, watch exporters; update exporters/status); false keeps the operator strictly namespaced (env REPORT_UNSERVED)")
 	fs.StringVar(&c.metricsService, "metrics-service", metricsServiceEveryReplica,
 		"the <deployment>-metrics Service in the operator's namespace (and a ServiceMonitor when the cluster serves them), written at start: every-replica, leader (only the leader is scraped) or none (env METRICS_SERVICE)")
+	svcMonLabels := fs.String("service-monitor-labels", "",
+		"labels on the operator's own ServiceMonitor (see --metrics-service), k=v comma-separated, for a Prometheus whose serviceMonitorSelector asks for them; not app.kubernetes.io/name or app.kubernetes.io/component, which the operator sets (env SERVICE_MONITOR_LABELS)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: prometheus-jmx-exporter-operator [flags]
 
@@ -280,6 +283,13 @@ Flags (each also from the environment variable in parentheses; flags win):
 		return c, fmt.Errorf("--pod-monitor-labels: %w", err)
 	}
 	c.podMonLabels = labels
+	if labels, err = parseLabels(*svcMonLabels); err != nil {
+		return c, fmt.Errorf("--service-monitor-labels: %w", err)
+	}
+	if err := metrics.ValidateServiceMonitorLabels(labels); err != nil {
+		return c, fmt.Errorf("--service-monitor-labels: %w", err)
+	}
+	c.svcMonLabels = labels
 	switch c.metricsService {
 	case metricsServiceEveryReplica, metricsServiceNone:
 	case metricsServiceLeader:
@@ -525,9 +535,10 @@ func ensureMetricsService(ctx context.Context, cfg *rest.Config, c config, log *
 		return
 	}
 	svc, err := metrics.EnsureService(ctx, cfg, metrics.ServiceOptions{
-		ScrapeOnlyLeader: c.metricsService == metricsServiceLeader,
-		Port:             int32(port),
-		Logger:           log,
+		ScrapeOnlyLeader:     c.metricsService == metricsServiceLeader,
+		Port:                 int32(port),
+		ServiceMonitorLabels: c.svcMonLabels,
+		Logger:               log,
 	})
 	if err != nil {
 		log.WithError(err).Warn("could not write the metrics Service (--metrics-service); the operator works on, unscraped through it")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,7 +24,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	for _, f := range []string{"-namespaces", "WATCH_NAMESPACE", "-kubeconfig", "-metrics-addr", "-leader-election", "-log-level",
 		"-log-format", "-strategies", "-default-strategy", "-injection-timeout", "-parallelism", "-jvm-wait", "-agent-image",
 		"-image-pull-policy", "-local-attach-helper", "-local-agent-jar", "-pod-monitors", "POD_MONITORS", "-pod-monitor-labels",
-		"-metrics-service", "METRICS_SERVICE", "-breaker-window", "-resync", "-ephemeral-container-budget", "-max-attempts",
+		"-service-monitor-labels", "SERVICE_MONITOR_LABELS", "-metrics-service", "METRICS_SERVICE", "-breaker-window", "-resync", "-ephemeral-container-budget", "-max-attempts",
 		"-allowed-agent-images", "ALLOWED_AGENT_IMAGES", "-agent-path", "-attach-helper-path", "-report-unserved", "REPORT_UNSERVED",
 		"-graceful-timeout", "-version", "docs/operator.md"} {
 		if !strings.Contains(help, f) {
@@ -86,6 +87,9 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{"--metrics-service", "leader", "--leader-election", "none"},
 		{"--pod-monitor-labels", "release"},
 		{"--pod-monitor-labels", "bad key=x"},
+		{"--service-monitor-labels", "release"},
+		{"--service-monitor-labels", "release=not ok!"},
+		{"--service-monitor-labels", "app.kubernetes.io/name=other"},
 		{"extra"},
 	} {
 		var out, errb bytes.Buffer
@@ -111,8 +115,8 @@ func TestEnvironmentSetsDefaultsAndFlagsWin(t *testing.T) {
 	if c.strategies != "EphemeralContainer" || len(c.allowedImages) != 0 {
 		t.Fatalf("defaults: strategies %q (Exec is opt-in), allowed images %q (only --agent-image)", c.strategies, c.allowedImages)
 	}
-	if !c.podMonitors || c.metricsService != "every-replica" || len(c.podMonLabels) != 0 {
-		t.Fatalf("defaults: pod monitors %v, metrics service %q, labels %v", c.podMonitors, c.metricsService, c.podMonLabels)
+	if !c.podMonitors || c.metricsService != "every-replica" || len(c.podMonLabels) != 0 || len(c.svcMonLabels) != 0 {
+		t.Fatalf("defaults: pod monitors %v, metrics service %q, labels %v %v", c.podMonitors, c.metricsService, c.podMonLabels, c.svcMonLabels)
 	}
 	t.Setenv("ALLOWED_AGENT_IMAGES", "jmx-agent:v2, jmx-agent@sha256:0")
 	if c, err = parseFlags(nil, &out); err != nil {
@@ -128,6 +132,58 @@ func TestEnvironmentSetsDefaultsAndFlagsWin(t *testing.T) {
 	}
 	if c.podMonitors || c.metricsService != "leader" || c.podMonLabels["release"] != "kps" || c.podMonLabels["team"] != "jvm" {
 		t.Fatalf("pod monitors %v, metrics service %q, labels %v", c.podMonitors, c.metricsService, c.podMonLabels)
+	}
+	if len(c.svcMonLabels) != 0 {
+		t.Fatalf("POD_MONITOR_LABELS reached the ServiceMonitor: %v", c.svcMonLabels)
+	}
+}
+
+// TestServiceMonitorLabels: --service-monitor-labels and SERVICE_MONITOR_LABELS
+// (which the chart sets from serviceMonitor.labels) give the operator's
+// ServiceMonitor its labels, the flag winning; a bad value from either is
+// exit 2 with the same message.
+func TestServiceMonitorLabels(t *testing.T) {
+	var out bytes.Buffer
+	t.Setenv("SERVICE_MONITOR_LABELS", "release=kube-prometheus-stack, team=jvm")
+	c, err := parseFlags(nil, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"release": "kube-prometheus-stack", "team": "jvm"}; !maps.Equal(c.svcMonLabels, want) {
+		t.Fatalf("SERVICE_MONITOR_LABELS: %v, want %v", c.svcMonLabels, want)
+	}
+	if len(c.podMonLabels) != 0 {
+		t.Fatalf("SERVICE_MONITOR_LABELS reached the PodMonitors: %v", c.podMonLabels)
+	}
+	if c, err = parseFlags([]string{"--service-monitor-labels=release=kps"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"release": "kps"}; !maps.Equal(c.svcMonLabels, want) {
+		t.Fatalf("the flag did not win: %v, want %v", c.svcMonLabels, want)
+	}
+
+	for _, tc := range []struct{ value, want string }{
+		{"release", `--service-monitor-labels: "release" is not key=value`},
+		{"bad key=x", `--service-monitor-labels: label key "bad key"`},
+		{"release=not ok!", `--service-monitor-labels: label value "not ok!"`},
+		{"app.kubernetes.io/component=x", "--service-monitor-labels: metrics: ServiceMonitor label app.kubernetes.io/component is the framework's own"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			t.Setenv("SERVICE_MONITOR_LABELS", "")
+			var flagOut, flagErr bytes.Buffer
+			flagCode := run([]string{"--service-monitor-labels=" + tc.value}, &flagOut, &flagErr)
+			t.Setenv("SERVICE_MONITOR_LABELS", tc.value)
+			var envOut, envErr bytes.Buffer
+			envCode := run(nil, &envOut, &envErr)
+			if flagCode != 2 || envCode != 2 {
+				t.Fatalf("exit %d from the flag, %d from the environment; want 2 (stderr %q, %q)", flagCode, envCode, flagErr.String(), envErr.String())
+			}
+			for _, got := range []string{flagErr.String(), envErr.String()} {
+				if !strings.HasPrefix(got, "prometheus-jmx-exporter-operator: ") || !strings.Contains(got, tc.want) {
+					t.Errorf("stderr %q, want it to contain %q", got, tc.want)
+				}
+			}
+		})
 	}
 }
 

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"sort"
+	"strings"
 
 	"github.com/handlerkit/handlerkit/pkg/leader"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,6 +34,39 @@ const DefaultMetricsPortName = "http-metrics"
 // ServiceMonitorGVR is the Prometheus Operator's ServiceMonitor resource. EnsureService creates one only when
 // discovery shows it.
 var ServiceMonitorGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
+
+// AnnotationServiceMonitorLabels is the ServiceMonitor annotation in which EnsureService records the keys of the
+// ServiceOptions.ServiceMonitorLabels it set, comma-separated, so that a later call removes a label that is no
+// longer asked for and leaves alone the labels others put on the ServiceMonitor.
+const AnnotationServiceMonitorLabels = "handlerkit.dev/service-monitor-labels"
+
+// Labels EnsureService puts on the Service and the ServiceMonitor. The ServiceMonitor's selector matches the
+// Service by them, so ServiceOptions.ServiceMonitorLabels may not set them.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelComponent = "app.kubernetes.io/component"
+)
+
+// ValidateServiceMonitorLabels checks labels meant for ServiceOptions.ServiceMonitorLabels: every key a qualified
+// name and every value a label value, as Kubernetes requires, and neither LabelName nor LabelComponent, which
+// EnsureService sets itself (its values always win, so another value could only be silently lost). EnsureService
+// calls it; a command line can call it to refuse a bad flag before it starts.
+func ValidateServiceMonitorLabels(labels map[string]string) error {
+	keys := slices.Sorted(maps.Keys(labels))
+	for _, k := range keys {
+		v := labels[k]
+		if k == LabelName || k == LabelComponent {
+			return fmt.Errorf("metrics: ServiceMonitor label %s is the framework's own (the ServiceMonitor selects the metrics Service by it, and its value always wins); choose another key", k)
+		}
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			return fmt.Errorf("metrics: ServiceMonitor label key %q: %s", k, strings.Join(msgs, "; "))
+		}
+		if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
+			return fmt.Errorf("metrics: ServiceMonitor label %s value %q: %s", k, v, strings.Join(msgs, "; "))
+		}
+	}
+	return nil
+}
 
 // ServiceOptions configures EnsureService. The zero value works inside the operator's pod when the pod belongs to
 // a Deployment.
@@ -55,6 +92,14 @@ type ServiceOptions struct {
 	LeaderLabelKey, LeaderLabelValue string
 	// ScrapeInterval is the ServiceMonitor endpoint's interval, such as "30s". Default: Prometheus' own.
 	ScrapeInterval string
+	// ServiceMonitorLabels are added to the ServiceMonitor's labels, for a Prometheus whose serviceMonitorSelector
+	// asks for them (kube-prometheus-stack's selects release=<its release name>). They must be valid label keys
+	// and values and may not include LabelName or LabelComponent, which EnsureService sets itself: such options
+	// are refused with an error before anything is written (ValidateServiceMonitorLabels). They are kept in sync
+	// on every call: a changed value is updated, and a key dropped since the last call is removed (the keys are
+	// recorded in the annotation AnnotationServiceMonitorLabels); labels that others set stay. The Service does
+	// not get them.
+	ServiceMonitorLabels map[string]string
 	// Logger logs what was created or updated. Default: logrus.StandardLogger().
 	Logger logrus.FieldLogger
 }
@@ -115,8 +160,8 @@ func ensureService(ctx context.Context, client kubernetes.Interface, dyn dynamic
 		selector[o.LeaderLabelKey] = o.LeaderLabelValue
 	}
 	svcLabels := map[string]string{
-		"app.kubernetes.io/name":      o.OperatorName,
-		"app.kubernetes.io/component": "metrics",
+		LabelName:      o.OperatorName,
+		LabelComponent: "metrics",
 	}
 	var owners []metav1.OwnerReference
 	if owner != nil {
@@ -191,6 +236,9 @@ func (o *ServiceOptions) defaults() error {
 	if o.Port < 1 || o.Port > 65535 {
 		return fmt.Errorf("metrics: invalid port %d", o.Port)
 	}
+	if err := ValidateServiceMonitorLabels(o.ServiceMonitorLabels); err != nil {
+		return err
+	}
 	if o.PortName == "" {
 		o.PortName = DefaultMetricsPortName
 	}
@@ -259,32 +307,12 @@ func ensureServiceMonitor(ctx context.Context, client kubernetes.Interface, dyn 
 		o.Logger.Debug("metrics: the cluster has no ServiceMonitor kind; skipping it")
 		return nil
 	}
-	endpoint := map[string]any{"port": o.PortName, "path": "/metrics"}
-	if o.ScrapeInterval != "" {
-		endpoint["interval"] = o.ScrapeInterval
-	}
-	matchLabels := map[string]any{}
-	for k, v := range svcLabels {
-		matchLabels[k] = v
-	}
-	spec := map[string]any{
-		"selector":          map[string]any{"matchLabels": matchLabels},
-		"namespaceSelector": map[string]any{"matchNames": []any{svc.Namespace}},
-		"endpoints":         []any{endpoint},
-	}
+	want := serviceMonitor(svc, svcLabels, owners, o)
 	monitors := dyn.Resource(ServiceMonitorGVR).Namespace(svc.Namespace)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		existing, err := monitors.Get(ctx, svc.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			sm := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "monitoring.coreos.com/v1",
-				"kind":       "ServiceMonitor",
-				"metadata":   map[string]any{"name": svc.Name, "namespace": svc.Namespace},
-				"spec":       spec,
-			}}
-			sm.SetLabels(svcLabels)
-			sm.SetOwnerReferences(owners)
-			_, err := monitors.Create(ctx, sm, metav1.CreateOptions{})
+			_, err := monitors.Create(ctx, want.DeepCopy(), metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(ServiceMonitorGVR.GroupResource(), svc.Name, err)
 			}
@@ -296,19 +324,93 @@ func ensureServiceMonitor(ctx context.Context, client kubernetes.Interface, dyn 
 		if err != nil {
 			return err
 		}
-		l := existing.GetLabels()
-		if l == nil {
-			l = map[string]string{}
+		if !mergeServiceMonitor(existing, want) {
+			return nil
 		}
-		maps.Copy(l, svcLabels)
-		existing.SetLabels(l)
-		existing.SetOwnerReferences(owners)
-		existing.Object["spec"] = spec
 		_, err = monitors.Update(ctx, existing, metav1.UpdateOptions{})
+		if err == nil {
+			o.Logger.WithField("servicemonitor", svc.Name).Info("metrics: updated the ServiceMonitor")
+		}
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("metrics: ensure ServiceMonitor %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	return nil
+}
+
+// serviceMonitor is the ServiceMonitor EnsureService writes for svc: labelled with the Service's labels and
+// o.ServiceMonitorLabels (which may not repeat the Service's keys: ValidateServiceMonitorLabels), selecting the
+// Service by its labels.
+func serviceMonitor(svc *corev1.Service, svcLabels map[string]string, owners []metav1.OwnerReference, o ServiceOptions) *unstructured.Unstructured {
+	endpoint := map[string]any{"port": o.PortName, "path": "/metrics"}
+	if o.ScrapeInterval != "" {
+		endpoint["interval"] = o.ScrapeInterval
+	}
+	matchLabels := map[string]any{}
+	for k, v := range svcLabels {
+		matchLabels[k] = v
+	}
+	sm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "monitoring.coreos.com/v1",
+		"kind":       "ServiceMonitor",
+		"metadata":   map[string]any{"name": svc.Name, "namespace": svc.Namespace},
+		"spec": map[string]any{
+			"selector":          map[string]any{"matchLabels": matchLabels},
+			"namespaceSelector": map[string]any{"matchNames": []any{svc.Namespace}},
+			"endpoints":         []any{endpoint},
+		},
+	}}
+	labels := maps.Clone(o.ServiceMonitorLabels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	// Validated not to collide; the Service's labels are written last all the same, so they win.
+	maps.Copy(labels, svcLabels)
+	sm.SetLabels(labels)
+	if len(o.ServiceMonitorLabels) > 0 {
+		keys := slices.Collect(maps.Keys(o.ServiceMonitorLabels))
+		sort.Strings(keys)
+		sm.SetAnnotations(map[string]string{AnnotationServiceMonitorLabels: strings.Join(keys, ",")})
+	}
+	sm.SetOwnerReferences(owners)
+	return sm
+}
+
+// mergeServiceMonitor brings existing to want in the fields EnsureService owns: its labels (removing those of
+// ServiceMonitorLabels that the previous call recorded and this one no longer sets), the record of those labels,
+// the owners and the spec. Everything else stays. It reports whether anything changed.
+func mergeServiceMonitor(existing, want *unstructured.Unstructured) bool {
+	labels := maps.Clone(existing.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	annotations := maps.Clone(existing.GetAnnotations())
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	wantLabels := want.GetLabels()
+	for _, k := range strings.Split(annotations[AnnotationServiceMonitorLabels], ",") {
+		if _, keep := wantLabels[k]; k != "" && !keep {
+			delete(labels, k)
+		}
+	}
+	maps.Copy(labels, wantLabels)
+	if rec, ok := want.GetAnnotations()[AnnotationServiceMonitorLabels]; ok {
+		annotations[AnnotationServiceMonitorLabels] = rec
+	} else {
+		delete(annotations, AnnotationServiceMonitorLabels)
+	}
+	changed := !maps.Equal(labels, existing.GetLabels()) ||
+		!maps.Equal(annotations, existing.GetAnnotations()) ||
+		!equality.Semantic.DeepEqual(existing.GetOwnerReferences(), want.GetOwnerReferences()) ||
+		!equality.Semantic.DeepEqual(existing.Object["spec"], want.Object["spec"])
+	if !changed {
+		return false
+	}
+	existing.SetLabels(labels)
+	existing.SetAnnotations(annotations)
+	existing.SetOwnerReferences(want.GetOwnerReferences())
+	existing.Object["spec"] = want.Object["spec"]
+	return true
 }

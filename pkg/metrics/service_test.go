@@ -1,9 +1,15 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
+	"flag"
 	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -14,10 +20,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	"github.com/handlerkit/handlerkit/pkg/metrics"
 	"github.com/handlerkit/handlerkit/pkg/testenv"
 )
+
+// update rewrites the ServiceMonitors that test/monitoring feeds to Prometheus Operator's selection:
+// go test ./pkg/metrics -run TestEnsureService -update.
+var update = flag.Bool("update", false, "rewrite test/monitoring/cmd/scrapeconfig/testdata from what EnsureService writes")
 
 // serviceMonitorCRD is the smallest ServiceMonitor definition that makes discovery list the kind.
 func serviceMonitorCRD() *apiextensionsv1.CustomResourceDefinition {
@@ -205,6 +216,12 @@ func TestEnsureService(t *testing.T) {
 			{"bad name", metrics.ServiceOptions{Namespace: ns, OperatorName: "Op_X", Selector: map[string]string{"a": "b"}}, "invalid Service name"},
 			{"no selector", metrics.ServiceOptions{Namespace: ns, OperatorName: "op"}, "empty selector"},
 			{"missing pod", metrics.ServiceOptions{Namespace: ns, OperatorName: "op", PodName: "nope"}, "get own pod"},
+			{"bad monitor label key", metrics.ServiceOptions{Namespace: ns, OperatorName: "op", Selector: map[string]string{"a": "b"},
+				ServiceMonitorLabels: map[string]string{"bad key": "x"}}, `ServiceMonitor label key "bad key"`},
+			{"bad monitor label value", metrics.ServiceOptions{Namespace: ns, OperatorName: "op", Selector: map[string]string{"a": "b"},
+				ServiceMonitorLabels: map[string]string{"release": "not ok!"}}, `ServiceMonitor label release value "not ok!"`},
+			{"framework's label", metrics.ServiceOptions{Namespace: ns, OperatorName: "op", Selector: map[string]string{"a": "b"},
+				ServiceMonitorLabels: map[string]string{metrics.LabelName: "other"}}, "is the framework's own"},
 		}
 		for _, tc := range cases {
 			t.Setenv("POD_NAMESPACE", "")
@@ -217,6 +234,10 @@ func TestEnsureService(t *testing.T) {
 		}
 		if _, err := metrics.EnsureService(ctx, nil, metrics.ServiceOptions{}); err == nil {
 			t.Error("nil config accepted")
+		}
+		// Refused before anything is written.
+		if _, err := kube.CoreV1().Services(ns).Get(ctx, "op-metrics", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a Service was written for refused options: %v", err)
 		}
 	})
 
@@ -275,4 +296,166 @@ func TestEnsureService(t *testing.T) {
 			t.Errorf("ServiceMonitor not updated in place: uid %s -> %s, endpoints %v", sm.GetUID(), sm2.GetUID(), eps)
 		}
 	})
+
+	t.Run("ServiceMonitorLabels are set, kept in sync and removed", func(t *testing.T) {
+		if err := env.InstallCRDs(ctx, serviceMonitorCRD()); err != nil {
+			t.Fatal(err)
+		}
+		ns := newNS(t)
+		createPod(t, ns, "op-0", map[string]string{"app": "op"}, nil)
+		monitors := dyn.Resource(metrics.ServiceMonitorGVR).Namespace(ns)
+		opts := metrics.ServiceOptions{OperatorName: "op", Namespace: ns, PodName: "op-0", Logger: quietLogger(),
+			ServiceMonitorLabels: map[string]string{"release": "kps", "team": "jvm"}}
+		svc, err := metrics.EnsureService(ctx, env.Config(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := svc.Labels["release"]; ok {
+			t.Errorf("the Service got the ServiceMonitor's labels: %v", svc.Labels)
+		}
+		sm, err := monitors.Get(ctx, "op-metrics", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"release": "kps", "team": "jvm", metrics.LabelName: "op", metrics.LabelComponent: "metrics"}
+		if !maps.Equal(sm.GetLabels(), want) {
+			t.Errorf("labels = %v, want %v", sm.GetLabels(), want)
+		}
+		if sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels"); !maps.Equal(sel, svc.Labels) {
+			t.Errorf("the ServiceMonitor selects %v, the Service is labelled %v", sel, svc.Labels)
+		}
+
+		// The same options again: nothing to write. (The apiserver would skip a no-op update without a new
+		// resourceVersion, so the requests are counted.)
+		var puts atomic.Int32
+		counting := env.Config()
+		counting.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/servicemonitors/") {
+					puts.Add(1)
+				}
+				return rt.RoundTrip(r)
+			})
+		})
+		if _, err := metrics.EnsureService(ctx, counting, opts); err != nil {
+			t.Fatal(err)
+		}
+		if n := puts.Load(); n != 0 {
+			t.Errorf("an unchanged ServiceMonitor was updated (%d PUTs)", n)
+		}
+		same, err := monitors.Get(ctx, "op-metrics", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if same.GetResourceVersion() != sm.GetResourceVersion() {
+			t.Errorf("an unchanged ServiceMonitor was written again: resourceVersion %s -> %s", sm.GetResourceVersion(), same.GetResourceVersion())
+		}
+
+		// Someone else labels it; then release changes and team is dropped.
+		same.SetLabels(map[string]string{"release": "kps", "team": "jvm", metrics.LabelName: "op", metrics.LabelComponent: "metrics", "owner": "ops"})
+		if _, err := monitors.Update(ctx, same, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		opts.ServiceMonitorLabels = map[string]string{"release": "kps-2"}
+		if _, err := metrics.EnsureService(ctx, env.Config(), opts); err != nil {
+			t.Fatal(err)
+		}
+		changed, err := monitors.Get(ctx, "op-metrics", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = map[string]string{"release": "kps-2", "owner": "ops", metrics.LabelName: "op", metrics.LabelComponent: "metrics"}
+		if !maps.Equal(changed.GetLabels(), want) || changed.GetUID() != sm.GetUID() {
+			t.Errorf("after a change: labels %v (want %v), uid %s -> %s", changed.GetLabels(), want, sm.GetUID(), changed.GetUID())
+		}
+
+		// None at all: the recorded ones go, the record too.
+		opts.ServiceMonitorLabels = nil
+		if _, err := metrics.EnsureService(ctx, env.Config(), opts); err != nil {
+			t.Fatal(err)
+		}
+		cleared, err := monitors.Get(ctx, "op-metrics", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = map[string]string{"owner": "ops", metrics.LabelName: "op", metrics.LabelComponent: "metrics"}
+		if _, recorded := cleared.GetAnnotations()[metrics.AnnotationServiceMonitorLabels]; !maps.Equal(cleared.GetLabels(), want) || recorded {
+			t.Errorf("without ServiceMonitorLabels: labels %v (want %v), annotations %v", cleared.GetLabels(), want, cleared.GetAnnotations())
+		}
+	})
+
+	// test/monitoring (a module of its own, with Prometheus Operator's dependencies) proves that kube-prometheus-
+	// stack's default serviceMonitorSelector selects the ServiceMonitor EnsureService writes with
+	// ServiceMonitorLabels release=kps and not the one without. Its input is written here, from the apiserver,
+	// and compared on every run, so that the proof cannot drift from the code.
+	t.Run("the ServiceMonitors test/monitoring selects are the ones written here", func(t *testing.T) {
+		if err := env.InstallCRDs(ctx, serviceMonitorCRD()); err != nil {
+			t.Fatal(err)
+		}
+		for file, labels := range map[string]map[string]string{
+			"operator-servicemonitor-release-kps.yaml": {"release": "kps"},
+			"operator-servicemonitor.yaml":             nil,
+		} {
+			ns := newNS(t)
+			_, rsRef := deploymentChain(t, ns, "prometheus-jmx-exporter-operator")
+			createPod(t, ns, "prometheus-jmx-exporter-operator-abc123-x1",
+				map[string]string{"app": "prometheus-jmx-exporter-operator", "pod-template-hash": "abc123"}, rsRef)
+			if _, err := metrics.EnsureService(ctx, env.Config(), metrics.ServiceOptions{
+				Namespace: ns, PodName: "prometheus-jmx-exporter-operator-abc123-x1", ServiceMonitorLabels: labels, Logger: quietLogger(),
+			}); err != nil {
+				t.Fatal(err)
+			}
+			sm, err := dyn.Resource(metrics.ServiceMonitorGVR).Namespace(ns).Get(ctx, "prometheus-jmx-exporter-operator-metrics", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fixture(t, sm, ns)
+			path := filepath.Join("..", "..", "test", "monitoring", "cmd", "scrapeconfig", "testdata", file)
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			old, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test ./pkg/metrics -run TestEnsureService -update writes it)", err)
+			}
+			if !bytes.Equal(old, got) {
+				t.Errorf("%s is not the ServiceMonitor EnsureService writes; rerun with -update and commit it.\nwritten:\n%s\nfile:\n%s", path, got, old)
+			}
+		}
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// fixture is sm as YAML without what the apiserver assigns (uid, resourceVersion, times, managed fields) and with
+// its namespace ns, which the test environment names at random, replaced by "monitoring".
+func fixture(t *testing.T, sm *unstructured.Unstructured, ns string) []byte {
+	t.Helper()
+	sm = sm.DeepCopy()
+	for _, f := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"} {
+		unstructured.RemoveNestedField(sm.Object, "metadata", f)
+	}
+	sm.SetNamespace("monitoring")
+	owners := sm.GetOwnerReferences()
+	for i := range owners {
+		owners[i].UID = "00000000-0000-0000-0000-000000000000"
+	}
+	sm.SetOwnerReferences(owners)
+	names, _, err := unstructured.NestedStringSlice(sm.Object, "spec", "namespaceSelector", "matchNames")
+	if err != nil || len(names) != 1 || names[0] != ns {
+		t.Fatalf("namespaceSelector.matchNames = %v (%v), want [%s]", names, err, ns)
+	}
+	if err := unstructured.SetNestedStringSlice(sm.Object, []string{"monitoring"}, "spec", "namespaceSelector", "matchNames"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(sm.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte("# Written by go test ./pkg/metrics -run TestEnsureService -update, from the apiserver; do not edit.\n"), out...)
 }

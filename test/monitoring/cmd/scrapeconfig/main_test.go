@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -111,5 +114,73 @@ func TestKubePrometheusStackSelectsLabelledMonitors(t *testing.T) {
 	}
 	if strings.Contains(string(out), "podMonitor/") || strings.Contains(string(out), "serviceMonitor/") {
 		t.Errorf("monitors without release: kps selected:\n%s", out)
+	}
+}
+
+// TestKubePrometheusStackSelectsTheOperatorsServiceMonitor: the ServiceMonitor
+// that handlerkit's pkg/metrics EnsureService writes with
+// ServiceOptions.ServiceMonitorLabels release=kps (what the operator's
+// --service-monitor-labels and the chart's serviceMonitor.labels set) is
+// selected by a Prometheus with kube-prometheus-stack's default
+// serviceMonitorSelector, matchLabels release: kps, and becomes a scrape job
+// Prometheus loads; the one written without the label is not selected. The
+// inputs are what a real apiserver returned (testdata, written and checked by
+// pkg/metrics' TestEnsureService), not hand-written, so this module need not
+// depend on handlerkit's.
+func TestKubePrometheusStackSelectsTheOperatorsServiceMonitor(t *testing.T) {
+	kps := map[string]string{"release": "kps"}
+	for file, want := range map[string][]string{
+		"operator-servicemonitor-release-kps.yaml": {"serviceMonitor/monitoring/prometheus-jmx-exporter-operator-metrics/0"},
+		"operator-servicemonitor.yaml":             nil,
+	} {
+		t.Run(file, func(t *testing.T) {
+			in, err := os.ReadFile(filepath.Join("testdata", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := generate(t.Context(), bytes.NewReader(in), "v3.16.0", "2s", kps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.Load(string(expandEnv(out, map[string]string{"SHARD": "0", "POD_NAME": "p-0"})), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatalf("Prometheus refuses the configuration: %v\n%s", err, out)
+			}
+			var jobs []string
+			for _, sc := range cfg.ScrapeConfigs {
+				jobs = append(jobs, sc.JobName)
+			}
+			if !reflect.DeepEqual(jobs, want) {
+				t.Fatalf("jobs %v, want %v\n%s", jobs, want, out)
+			}
+			if want == nil {
+				// Valid all the same: a Prometheus that selects every monitor scrapes it.
+				all, err := generate(t.Context(), bytes.NewReader(in), "v3.16.0", "2s", nil)
+				if err != nil || !strings.Contains(string(all), "job_name: serviceMonitor/monitoring/prometheus-jmx-exporter-operator-metrics/0") {
+					t.Errorf("not selected by a Prometheus that selects every ServiceMonitor (err %v):\n%s", err, all)
+				}
+				return
+			}
+			// The job scrapes the operator's metrics Service: its endpoints, port http-metrics, in its namespace.
+			sc := cfg.ScrapeConfigs[0]
+			if sc.MetricsPath != "/metrics" {
+				t.Errorf("metrics path %q", sc.MetricsPath)
+			}
+			keeps := map[string]bool{}
+			for _, r := range sc.RelabelConfigs {
+				if r.Action == "keep" && len(r.SourceLabels) > 0 {
+					keeps[string(r.SourceLabels[0])+"="+r.Regex.String()] = true
+				}
+			}
+			for _, k := range []string{
+				"__meta_kubernetes_service_label_app_kubernetes_io_name=(prometheus-jmx-exporter-operator);true",
+				"__meta_kubernetes_service_label_app_kubernetes_io_component=(metrics);true",
+				"__meta_kubernetes_endpoint_port_name=http-metrics",
+			} {
+				if !keeps[k] {
+					t.Errorf("no keep rule %s; the job's keep rules: %v", k, keeps)
+				}
+			}
+		})
 	}
 }
