@@ -3,8 +3,9 @@
 // Prometheus' own rule file parser and PromQL parser: the file is one
 // Prometheus loads, every alert is complete, every series it reads is one
 // that docs/metrics.md documents, and the PrometheusRule for kustomize users
-// holds the same groups. test/e2e (TestAgentDownAlertFires) evaluates them on
-// a real Prometheus.
+// holds the same groups. alerts_test.go evaluates every alert over synthetic
+// series with Prometheus' rule manager, as `promtool test rules` does, and
+// test/e2e (TestAgentDownAlertFires) evaluates them on a real Prometheus.
 package rules
 
 import (
