@@ -114,7 +114,12 @@ func BuildAgent(ctx context.Context, dir, agentJar string, bins []Binary) (Archi
 		Ref:        AgentRef,
 		Layers:     []v1.Layer{layer},
 		Entrypoint: []string{JMXAttachPath},
-		Labels:     map[string]string{"org.opencontainers.image.source": "https://github.com/handlerkit/handlerkit"},
+		// As the Dockerfile's USER: the operator's Deployment runs this image
+		// with runAsNonRoot and, in the chart, no fixed uid, so the image
+		// must name a non-root user; the ephemeral containers always set
+		// their own.
+		User:   "65532:65532",
+		Labels: map[string]string{"org.opencontainers.image.source": "https://github.com/handlerkit/handlerkit"},
 	})
 }
 
