@@ -10,6 +10,7 @@ import (
 // The operator's own metrics (docs/metrics.md lists them with the framework's).
 type metrics struct {
 	injections *prometheus.CounterVec   // result, reason, strategy
+	failures   *prometheus.CounterVec   // strategy
 	duration   *prometheus.HistogramVec // strategy, result
 	jvms       *prometheus.GaugeVec     // namespace, exporter
 	pods       *prometheus.GaugeVec     // namespace, exporter, state
@@ -34,6 +35,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "jmx_operator_injections_total",
 			Help: "Injections of one container start, by result (success, failure: permanent, retry: transient), reason and strategy.",
 		}, []string{"result", "reason", "strategy"}),
+		// The permanent failures of injections again, without reason: its
+		// series exist at 0 from start-up (initStrategies), so that
+		// increase() sees the first failure after a start, which a series
+		// of jmx_operator_injections_total created by that failure (at 1)
+		// would hide. HandlerkitInjectionFailures reads it.
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jmx_operator_injection_failures_total",
+			Help: "Permanent injection failures by strategy (those of jmx_operator_injections_total{result=\"failure\"}), each enabled strategy's present at 0 from start-up.",
+		}, []string{"strategy"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "jmx_operator_injection_duration_seconds",
 			Help:    "Time one injection of one container took, from the request to its result.",
@@ -54,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if prev, ok := registerOnce.Load(reg); ok {
 		return prev.(*metrics)
 	}
-	for _, c := range []prometheus.Collector{m.injections, m.duration, m.jvms, m.pods} {
+	for _, c := range []prometheus.Collector{m.injections, m.failures, m.duration, m.jvms, m.pods} {
 		if err := reg.Register(c); err != nil {
 			if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
 				_ = are
@@ -68,7 +78,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 func (m *metrics) observe(strategy, result, reason string, took time.Duration) {
 	m.injections.WithLabelValues(result, reason, strategy).Inc()
+	if result == resultFailure {
+		m.failures.WithLabelValues(strategy).Inc()
+	}
 	m.duration.WithLabelValues(strategy, result).Observe(took.Seconds())
+}
+
+// initStrategies creates the jmx_operator_injection_failures_total series of
+// each strategy name (inject.Strategy.Name()) and of its config rewrites
+// ("<name>/reconfigure", as job.go labels them) at 0: every strategy value
+// observe counts failures under.
+func (m *metrics) initStrategies(names ...string) {
+	for _, n := range names {
+		m.failures.WithLabelValues(n)
+		m.failures.WithLabelValues(n + "/reconfigure")
+	}
 }
 
 func (m *metrics) setExporter(namespace, name string, jvms int, pods map[string]int) {

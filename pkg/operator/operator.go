@@ -189,6 +189,11 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 	for _, d := range o.DisabledStrategies {
 		delete(r.strategies, d)
 	}
+	for _, s := range r.strategies {
+		if s != nil {
+			r.metrics.initStrategies(s.Name())
+		}
+	}
 	if !o.DisablePodMonitors {
 		served, err := podMonitorsServed(op.Clientset())
 		if err != nil {

@@ -165,6 +165,9 @@ func TestSchemaRejectsAMisspeltValue(t *testing.T) {
 		"leaderElection: sometimes\n":                             "leaderElection",
 		"replicas: two\n":                                         "replicas",
 		"podMonitor: {labels: {release: 1}}\n":                    "release",
+		// A key the framework's ServiceMonitor selects by: the operator
+		// would refuse it at every start (exit 2), so the install does.
+		"serviceMonitor: {labels: {app.kubernetes.io/name: x}}\n": "app.kubernetes.io/name",
 	} {
 		_, err := renderErr(t, vals)
 		if err == nil || !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), name) {

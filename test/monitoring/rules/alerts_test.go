@@ -307,71 +307,87 @@ func injections(result, reason, strategy string) string {
 	return fmt.Sprintf(`jmx_operator_injections_total{%s,reason="%s",result="%s",strategy="%s"}`, replicaA, reason, result, strategy)
 }
 
+// failures is jmx_operator_injection_failures_total of replica A: the
+// permanent failures only, by strategy, every enabled strategy's series (and
+// its /reconfigure) present at 0 from the operator's start.
+func failures(strategy string) string {
+	return fmt.Sprintf(`jmx_operator_injection_failures_total{%s,strategy="%s"}`, replicaA, strategy)
+}
+
 // TestInjectionFailuresAlert: a permanent failure fires at once (no `for`)
-// with the operator's namespace and the reason, the strategies summed, and
-// resolves 15 minutes after the last failure; retries and successes (also
-// the NoJVMFound successes) never alert. The series existed before the
-// failures (an earlier failure of the same reason and strategy): see
-// TestInjectionFailuresAlertMissesTheFirstFailureOfASeries.
+// with the operator's namespace only, the strategies summed, and resolves
+// 15 minutes after the last failure. Retries and successes cannot alert:
+// jmx_operator_injection_failures_total counts permanent failures only
+// (pkg/operator's TestInjectionFailuresMetricStartsAtZero). The labelled
+// jmx_operator_injections_total alone (an operator from before
+// jmx_operator_injection_failures_total) does not fire it.
 func TestInjectionFailuresAlert(t *testing.T) {
 	series := []string{
-		// one failure before t=0, one at 5m and one at 6m through Exec.
+		// one failure before t=0, one at 5m and one (TooManyAttempts) at 10m.
+		failures("EphemeralContainer") + " " + vals(seg{"1", 5 * time.Minute}, seg{"2", 5 * time.Minute}, seg{"3", 30 * time.Minute}),
+		// one at 6m through Exec.
+		failures("Exec") + " " + vals(seg{"0", 6 * time.Minute}, seg{"1", 34 * time.Minute}),
+		failures("EphemeralContainer/reconfigure") + " " + vals(seg{"0", 40 * time.Minute}),
+		failures("Exec/reconfigure") + " " + vals(seg{"0", 40 * time.Minute}),
+		// the same failures by reason, and retries and successes.
 		injections("failure", "AttachDisabled", "EphemeralContainer") + " " + vals(seg{"1", 5 * time.Minute}, seg{"2", 35 * time.Minute}),
-		injections("failure", "AttachDisabled", "Exec") + " " + vals(seg{"3", 6 * time.Minute}, seg{"4", 34 * time.Minute}),
-		// TooManyAttempts: the attempt reaching --max-attempts, at 10m.
-		injections("failure", "TooManyAttempts", "EphemeralContainer") + " " + vals(seg{"1", 10 * time.Minute}, seg{"2", 30 * time.Minute}),
-		// transient failures, retried: one more every minute.
+		injections("failure", "AttachDisabled", "Exec") + " " + vals(seg{"_", 6 * time.Minute}, seg{"1", 34 * time.Minute}),
+		injections("failure", "TooManyAttempts", "EphemeralContainer") + " " + vals(seg{"_", 10 * time.Minute}, seg{"1", 30 * time.Minute}),
 		injections("retry", "PortInUse", "EphemeralContainer") + " 5+0.5x79",
 		injections("retry", "ReconfigureFailed", "EphemeralContainer/reconfigure") + " 0+1x79",
-		// successes, with and without a reason.
 		injections("success", "", "EphemeralContainer") + " 10+1x79",
 		injections("success", "NoJVMFound", "EphemeralContainer") + " 2+1x79",
 	}
 	tl := evaluate(t, series, 40*time.Minute-step)
 
-	attach := map[string]string{"reason": "AttachDisabled"}
-	tl.expect(t, injectionFailures, attach, 0, 5*time.Minute-step, rules.StateInactive)
-	tl.expect(t, injectionFailures, attach, 5*time.Minute, 20*time.Minute, rules.StateFiring)
-	tl.expect(t, injectionFailures, attach, 20*time.Minute+step, 40*time.Minute-step, rules.StateInactive)
-	a := tl.firing(t, injectionFailures, attach, 7*time.Minute, map[string]string{
-		"severity": "warning", "namespace": operatorNS, "reason": "AttachDisabled",
-	}, "The operator in namespace handlerkit-system gave up loading the agent ", " times in the last 15 minutes, reason AttachDisabled.")
+	op := map[string]string{"namespace": operatorNS}
+	tl.expect(t, injectionFailures, op, 0, 5*time.Minute-step, rules.StateInactive)
+	tl.expect(t, injectionFailures, op, 5*time.Minute, 24*time.Minute, rules.StateFiring)
+	tl.expect(t, injectionFailures, op, 24*time.Minute+step, 40*time.Minute-step, rules.StateInactive)
+	want := map[string]string{"severity": "warning", "namespace": operatorNS}
+	a := tl.firing(t, injectionFailures, op, 7*time.Minute, want,
+		"The operator in namespace handlerkit-system gave up loading the agent 2 times in the last 15 minutes.",
+		`jmx_operator_injections_total{result="failure"} by reason says why`, "conditions and Events name the pods")
 	if a.value < 2 {
 		t.Errorf("%s at 7m: value %v, want the two failures (extrapolated)", injectionFailures, a.value)
 	}
-
-	tooMany := map[string]string{"reason": "TooManyAttempts"}
-	tl.expect(t, injectionFailures, tooMany, 0, 10*time.Minute-step, rules.StateInactive)
-	tl.expect(t, injectionFailures, tooMany, 10*time.Minute, 24*time.Minute, rules.StateFiring)
-	tl.expect(t, injectionFailures, tooMany, 24*time.Minute+step, 40*time.Minute-step, rules.StateInactive)
-
-	for _, reason := range []string{"PortInUse", "ReconfigureFailed", "NoJVMFound", ""} {
-		tl.never(t, injectionFailures, map[string]string{"reason": reason}, 40*time.Minute-step)
+	tl.firing(t, injectionFailures, op, 12*time.Minute, want, "gave up loading the agent 3 times in the last 15 minutes.")
+	// one alert for the operator: no reason, strategy or pod.
+	for d := time.Duration(0); d < 40*time.Minute; d += step {
+		if n := len(tl[d][injectionFailures]); n > 1 {
+			t.Fatalf("%s at %v: %d alerts, want at most one", injectionFailures, d, n)
+		}
 	}
+
+	// The labelled counter alone, its failures at 5m, 6m and 10m: no alert.
+	tl = evaluate(t, series[4:], 30*time.Minute-step)
+	tl.never(t, injectionFailures, map[string]string{}, 30*time.Minute-step)
 }
 
-// TestInjectionFailuresAlertMissesTheFirstFailureOfASeries pins a defect of
-// HandlerkitInjectionFailures as the rule stands (reported for issue 24, not
-// fixed here): pkg/operator does not initialise
-// jmx_operator_injections_total{result="failure"} (its reasons and
-// strategies are created by the first Inc), so the first permanent failure
-// of a reason and strategy after an operator starts (a new leader, a
-// restart, an upgrade) makes a new series whose first sample is already 1.
-// increase() sees no increase in a series that starts at 1, and the alert
-// never fires for it; on a fresh operator every reason's first failure is
-// lost, and only a second one of the same reason and strategy alerts. When
-// the operator initialises the failure series or the rule catches new
-// series, this test fails: turn it into a firing case.
-func TestInjectionFailuresAlertMissesTheFirstFailureOfASeries(t *testing.T) {
+// TestInjectionFailuresAlertFiresForTheFirstFailure: the first permanent
+// failure after the operator starts (a new leader, a restart, an upgrade)
+// alerts. Its jmx_operator_injections_total{result="failure"} series is
+// created by that failure, at 1, and increase() sees nothing in it; the
+// alert reads jmx_operator_injection_failures_total, whose series the
+// operator creates at 0 for every enabled strategy at start-up. Firing from
+// the failure at 5m until its 15-minute window passes it (the last
+// evaluation whose window holds the sample before it, 19m), then resolved.
+func TestInjectionFailuresAlertFiresForTheFirstFailure(t *testing.T) {
 	series := []string{
+		failures("EphemeralContainer") + " " + vals(seg{"0", 5 * time.Minute}, seg{"1", 25 * time.Minute}),
+		failures("EphemeralContainer/reconfigure") + " " + vals(seg{"0", 30 * time.Minute}),
 		// the operator's first failure of this reason and strategy, at 5m.
 		injections("failure", "InsufficientMemory", "EphemeralContainer") + " " + vals(seg{"_", 5 * time.Minute}, seg{"1", 25 * time.Minute}),
 		injections("success", "", "EphemeralContainer") + " 0+1x59",
 	}
 	tl := evaluate(t, series, 30*time.Minute-step)
-	sel := map[string]string{"reason": "InsufficientMemory"}
-	tl.never(t, injectionFailures, sel, 30*time.Minute-step)
-	t.Logf("KNOWN DEFECT: %s never fires for the first failure of a reason (a counter series born at 1)", injectionFailures)
+	op := map[string]string{"namespace": operatorNS}
+	tl.expect(t, injectionFailures, op, 0, 5*time.Minute-step, rules.StateInactive)
+	// the last window holding the sample before the failure ends at 19m.
+	tl.expect(t, injectionFailures, op, 5*time.Minute, 19*time.Minute, rules.StateFiring)
+	tl.expect(t, injectionFailures, op, 19*time.Minute+step, 30*time.Minute-step, rules.StateInactive)
+	tl.firing(t, injectionFailures, op, 5*time.Minute, map[string]string{"severity": "warning", "namespace": operatorNS},
+		"gave up loading the agent 1 times in the last 15 minutes.")
 }
 
 // condition is jmx_operator_exporter_condition of one exporter as the
@@ -382,8 +398,9 @@ func condition(namespace, exporter, typ, status, reason string) string {
 }
 
 // TestExporterDegradedAlert: Degraded=True for 15 minutes fires with the
-// operator's namespace, the exporter's (exported_namespace), its name and
-// the reason, and resolves when Degraded turns False (the operator deletes
+// operator's namespace, the exporter's (exported_namespace) and its name (not
+// the reason: TestExporterDegradedAlertKeepsItsTimerWhenTheReasonChanges),
+// and resolves when Degraded turns False (the operator deletes
 // the status="True" series: it goes stale). Degraded=False, Ready=False
 // alone, and Degraded=True for less than 15 minutes never fire. Scraped
 // without the ServiceMonitor (the exporter's namespace as namespace), the
@@ -413,8 +430,8 @@ func TestExporterDegradedAlert(t *testing.T) {
 	tl.expect(t, exporterDegraded, orders, 20*time.Minute, 25*time.Minute-step, rules.StateFiring)
 	tl.expect(t, exporterDegraded, orders, 25*time.Minute, total, rules.StateInactive)
 	tl.firing(t, exporterDegraded, orders, 20*time.Minute, map[string]string{
-		"severity": "warning", "namespace": operatorNS, "exported_namespace": "shop", "exporter": "orders", "reason": "InjectionFailed",
-	}, "Exporter shop/orders is Degraded, reason InjectionFailed: some of its JVMs have no agent.")
+		"severity": "warning", "namespace": operatorNS, "exported_namespace": "shop", "exporter": "orders",
+	}, "Exporter shop/orders is Degraded: some of its JVMs have no agent. Its Degraded condition's message says which JVMs and why.")
 
 	billing := map[string]string{"exporter": "billing"}
 	tl.expect(t, exporterDegraded, billing, 5*time.Minute, 15*time.Minute-step, rules.StatePending)
@@ -425,26 +442,32 @@ func TestExporterDegradedAlert(t *testing.T) {
 	ledger := map[string]string{"exporter": "ledger"}
 	tl.expect(t, exporterDegraded, ledger, 0, 15*time.Minute-step, rules.StatePending)
 	tl.firing(t, exporterDegraded, ledger, 15*time.Minute, map[string]string{
-		"severity": "warning", "namespace": "legacy", "exporter": "ledger", "reason": "AgentImageNotAllowed",
-	}, "Exporter legacy/ledger is Degraded, reason AgentImageNotAllowed")
+		"severity": "warning", "namespace": "legacy", "exporter": "ledger",
+	}, "Exporter legacy/ledger is Degraded: ")
 }
 
-// TestExporterDegradedAlertRestartsWhenTheReasonChanges pins a property of
-// the rule, reported for issue 24: reason is in the alert's labels, so a new
-// Degraded reason is a new alert whose `for` starts again. An exporter
-// Degraded without a break for 25 minutes, InjectionFailed for 10 and then
-// JVMEndedAfterInjection, alerts only 15 minutes after the change, 25
-// minutes after it became Degraded; one whose reason changes more often
-// than every 15 minutes never alerts.
-func TestExporterDegradedAlertRestartsWhenTheReasonChanges(t *testing.T) {
+// TestExporterDegradedAlertKeepsItsTimerWhenTheReasonChanges: reason is
+// not in the alert's labels, so an exporter Degraded without a break alerts
+// 15 minutes after it became Degraded whatever its reasons meanwhile:
+// orders InjectionFailed for 10 minutes and then JVMEndedAfterInjection,
+// billing a new reason every 5 minutes. Both fire at 15m, one alert each.
+func TestExporterDegradedAlertKeepsItsTimerWhenTheReasonChanges(t *testing.T) {
 	series := []string{
 		condition("shop", "orders", "Degraded", "True", "InjectionFailed") + " " + vals(seg{"1", 10 * time.Minute}, seg{"stale", step}),
 		condition("shop", "orders", "Degraded", "True", "JVMEndedAfterInjection") + " " + vals(seg{"_", 10 * time.Minute}, seg{"1", 20 * time.Minute}),
+		condition("shop", "billing", "Degraded", "True", "InjectionFailed") + " " + vals(seg{"1", 5 * time.Minute}, seg{"stale", step}),
+		condition("shop", "billing", "Degraded", "True", "JVMEndedAfterInjection") + " " + vals(seg{"_", 5 * time.Minute}, seg{"1", 5 * time.Minute}, seg{"stale", step}),
+		condition("shop", "billing", "Degraded", "True", "AgentImageNotAllowed") + " " + vals(seg{"_", 10 * time.Minute}, seg{"1", 20 * time.Minute}),
 	}
 	tl := evaluate(t, series, 30*time.Minute-step)
-	orders := map[string]string{"exporter": "orders"}
-	tl.expect(t, exporterDegraded, orders, 0, 25*time.Minute-step, rules.StatePending)
-	tl.expect(t, exporterDegraded, orders, 25*time.Minute, 30*time.Minute-step, rules.StateFiring)
+	for _, exporter := range []string{"orders", "billing"} {
+		sel := map[string]string{"exporter": exporter}
+		tl.expect(t, exporterDegraded, sel, 0, 15*time.Minute-step, rules.StatePending)
+		tl.expect(t, exporterDegraded, sel, 15*time.Minute, 30*time.Minute-step, rules.StateFiring)
+		tl.firing(t, exporterDegraded, sel, 15*time.Minute, map[string]string{
+			"severity": "warning", "namespace": operatorNS, "exported_namespace": "shop", "exporter": exporter,
+		}, "Exporter shop/"+exporter+" is Degraded")
+	}
 }
 
 // leader is leader_election_master_status of a replica.
