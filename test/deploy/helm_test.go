@@ -28,12 +28,44 @@ import (
 
 const chartDir = "charts/prometheus-jmx-exporter-operator"
 
-// helmRender is test/helm's helm-render, built once per test binary: test/helm
-// is a module of its own, so that Helm never enters handlerkit's go.mod.
-var helmRender struct {
+// helmCommand is one command of test/helm, built once per test binary into
+// a directory that TestMain removes: test/helm is a module of its own, so
+// that Helm never enters handlerkit's go.mod.
+type helmCommand struct {
+	name string // the directory under test/helm/cmd
 	once sync.Once
 	path string
 	err  error
+}
+
+var (
+	// helmRender renders the chart the way `helm template` does.
+	helmRender = &helmCommand{name: "helm-render"}
+	// helmRelease runs the Helm library's install, upgrade and uninstall.
+	helmRelease = &helmCommand{name: "helm-release"}
+	// helmBin is where both are built.
+	helmBin = filepath.Join(os.TempDir(), fmt.Sprintf("handlerkit-test-deploy-%d", os.Getpid()))
+)
+
+// built returns the command's path, building it on first use.
+func (c *helmCommand) built(t *testing.T) string {
+	t.Helper()
+	c.once.Do(func() {
+		if err := os.MkdirAll(helmBin, 0o755); err != nil {
+			c.err = err
+			return
+		}
+		c.path = filepath.Join(helmBin, c.name)
+		cmd := exec.Command("go", "build", "-trimpath", "-o", c.path, "./cmd/"+c.name)
+		cmd.Dir = filepath.Join(repo, "test", "helm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			c.err = fmt.Errorf("building test/helm's %s: %v\n%s", c.name, err, out)
+		}
+	})
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	return c.path
 }
 
 // renderChart renders the chart for release prometheus-jmx-exporter-operator
@@ -41,27 +73,12 @@ var helmRender struct {
 // --include-crds` does. It returns the objects, or the render's error.
 func renderChart(t *testing.T, namespace, values string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	helmRender.once.Do(func() {
-		dir, err := os.MkdirTemp("", "handlerkit-helm-render-")
-		if err != nil {
-			helmRender.err = err
-			return
-		}
-		helmRender.path = filepath.Join(dir, "helm-render")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", helmRender.path, "./cmd/helm-render")
-		cmd.Dir = filepath.Join(repo, "test", "helm")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			helmRender.err = fmt.Errorf("building test/helm's helm-render: %v\n%s", err, out)
-		}
-	})
-	if helmRender.err != nil {
-		t.Fatal(helmRender.err)
-	}
+	render := helmRender.built(t)
 	vals := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(vals, []byte(values), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(helmRender.path, "-chart", filepath.Join(repo, chartDir), "-namespace", namespace, "-values", vals)
+	cmd := exec.Command(render, "-chart", filepath.Join(repo, chartDir), "-namespace", namespace, "-values", vals)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

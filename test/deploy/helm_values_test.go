@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -160,38 +158,16 @@ func TestHelmChartWithEveryValueAppliesToTheAPIServer(t *testing.T) {
 	}
 }
 
-// helmRelease is test/helm's helm-release, built once per test binary.
-var helmRelease struct {
-	once sync.Once
-	path string
-	err  error
-}
-
 // helm runs test/helm's helm-release (the Helm library's install, upgrade
 // and uninstall actions) against env's API server.
 func helm(t *testing.T, env *testenv.Environment, args ...string) string {
 	t.Helper()
-	helmRelease.once.Do(func() {
-		dir, err := os.MkdirTemp("", "handlerkit-helm-release-")
-		if err != nil {
-			helmRelease.err = err
-			return
-		}
-		helmRelease.path = filepath.Join(dir, "helm-release")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", helmRelease.path, "./cmd/helm-release")
-		cmd.Dir = filepath.Join(repo, "test", "helm")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			helmRelease.err = fmt.Errorf("building test/helm's helm-release: %v\n%s", err, out)
-		}
-	})
-	if helmRelease.err != nil {
-		t.Fatal(helmRelease.err)
-	}
+	release := helmRelease.built(t)
 	kubeconfig, err := env.KubeconfigFile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(helmRelease.path, append([]string{"-kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.Command(release, append([]string{"-kubeconfig", kubeconfig}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -17,7 +17,11 @@ import (
 
 var cluster testenv.Shared
 
-func TestMain(m *testing.M) { os.Exit(cluster.Main(m)) }
+func TestMain(m *testing.M) {
+	code := cluster.Main(m)
+	os.RemoveAll(helmBin) // test/helm's commands, built by the Helm tests
+	os.Exit(code)
+}
 
 // repo is the repository root, relative to this package.
 const repo = "../.."
