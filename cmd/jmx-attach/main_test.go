@@ -375,7 +375,7 @@ func TestPortCannotBeCheckedOutsideTheJVMsNetworkNamespaceWithoutCapSysAdmin(t *
 	t.Parallel()
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
-		t.Skip("setpriv (util-linux) is not installed")
+		t.Fatalf("setpriv (util-linux) is required: %v", err)
 	}
 	jv := jvmtest.StartJVM(t, jvmtest.Options{App: app, PrivateNamespaces: true, PrivateNetwork: true})
 	out, stderr, code := runCommand(t, setpriv, "--bounding-set=-sys_admin", binary, "inject", "--agent", agentJar,

@@ -40,7 +40,7 @@ import (
 func TestCtrlCOnMakeDemoIsACleanStop(t *testing.T) {
 	makePath, err := exec.LookPath("make")
 	if err != nil {
-		t.Skip("no make")
+		t.Fatalf("make is required (make test and make demo run through it): %v", err)
 	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
