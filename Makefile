@@ -1,9 +1,27 @@
 # handlerkit: run `make` (or `make help`) for the list of targets.
 
 GO        ?= go
+# The main module's packages `make test` runs (default: all). Both lanes take
+# theirs from this list: PKGS=./pkg/operator runs that package alone,
+# PKGS=./pkg/testenv/... the node lane's share of that tree. The test-only
+# modules (MODULES) run only with the default ./....
 PKGS      ?= ./...
 # -race where it fits: every package runs under the race detector.
 TESTFLAGS ?= -race -count=1 -timeout 40m
+# The modules of their own that `make test` also tests (in the second lane).
+MODULES   ?= $(if $(filter ./...,$(PKGS)),test/monitoring test/helm bench)
+# The packages whose tests start a cluster-mode node (testenv.WithNode or
+# WithServiceProxy). They take turns on the machine-wide node lock, so `make
+# test` runs them one after another in a lane of their own (the node lane,
+# longest first) beside every other package (the rest lane).
+# TestNodePackagesAreListed (hack/lanes_test.go) fails when this list is not
+# exactly the packages whose tests start a node.
+NODE_PKGS := ./test/e2e ./pkg/testenv ./examples/memcached-operator/e2e ./pkg/testenv/clustertest
+# The rest lane's longest packages, which it starts first so that it ends on
+# short ones (measured with `go test -v`; hack/lanes_test.go checks they exist).
+LONG_PKGS := ./pkg/operator ./hack ./pkg/jvm/jvmtest ./pkg/jvm ./cmd/jmx-attach ./test/deploy ./pkg/leader
+# How many packages the rest lane builds and runs at once (go test -p).
+REST_P    ?= 2
 BIN       ?= bin
 # Flags for hack/demo, e.g. DEMOFLAGS=-exit to stop after the metrics are printed.
 DEMOFLAGS ?=
@@ -71,15 +89,37 @@ image: ## Build the operator and agent image from the Dockerfile (needs a Docker
 	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 .PHONY: test
-test: prereqs agent controlplane node prometheus images ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
-	# test/monitoring is a module of its own (Prometheus Operator's config generation, Prometheus' PromQL
-	# parser): its tests, and a build of the commands test/e2e runs, so that the e2e tests find them compiled.
-	cd test/monitoring && $(GO) build -trimpath ./... && $(GO) test $(TESTFLAGS) ./...
-	# test/helm is a module of its own (the Helm library renders the chart for test/deploy).
-	cd test/helm && $(GO) build -trimpath ./... && $(GO) test $(TESTFLAGS) ./...
-	$(GO) test $(TESTFLAGS) $(PKGS)
-	# bench/ is a module of its own, which ./... does not enter.
-	cd bench && $(GO) test $(TESTFLAGS) ./...
+test: ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
+	@$(MAKE) --no-print-directory -j 4 test-prereqs
+	@GO='$(GO)' TESTFLAGS='$(TESTFLAGS)' PKGS='$(PKGS)' MODULES='$(MODULES)' NODE_PKGS='$(NODE_PKGS)' \
+		LONG_PKGS='$(LONG_PKGS)' REST_P='$(REST_P)' hack/test-lanes.sh
+
+# What `make test` needs before its lanes start, in two chains that make -j
+# runs side by side: the network-bound one (Debian packages, Maven, the images'
+# Debian packages, Go modules) beside the CPU-bound one (the binaries, then the
+# test-only modules' commands). test-binaries is `make controlplane node
+# prometheus` in one command, so that one go build compiles all the kube binaries.
+.PHONY: test-prereqs
+test-prereqs: prereqs agent images test-downloads test-binaries test-commands
+
+.PHONY: test-binaries
+test-binaries:
+	$(GO) run ./cmd/testenv-build -node -prometheus
+
+# The Go modules of the main module and the test-only modules, downloaded
+# while the binaries build (go test would download them one package at a time).
+.PHONY: test-downloads
+test-downloads:
+	$(GO) mod download
+	for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
+
+# test/monitoring and test/helm are modules of their own; test/e2e and
+# test/deploy build and run their commands, which this compiles ahead (the
+# same flags) so that those tests find them in the build cache.
+.PHONY: test-commands
+test-commands: test-binaries
+	cd test/monitoring && $(GO) build -trimpath ./...
+	cd test/helm && $(GO) build -trimpath ./...
 
 .PHONY: bench
 bench: bench-packages bench-table ## Run every benchmark: the packages' Go benchmarks, then the side-by-side table.
