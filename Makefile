@@ -12,11 +12,13 @@ TESTFLAGS ?= -race -count=1 -timeout 40m
 MODULES   ?= $(if $(filter ./...,$(PKGS)),test/monitoring test/helm bench)
 # The packages whose tests start a cluster-mode node (testenv.WithNode or
 # WithServiceProxy). They take turns on the machine-wide node lock, so `make
-# test` runs them one after another in a lane of their own (the node lane,
-# longest first) beside every other package (the rest lane).
+# test` runs them one after another in a lane of their own (the node lane)
+# beside every other package (the rest lane). test/e2e comes last: it runs the
+# Prometheus server and test/monitoring's commands, which build (test-late)
+# while the first node packages run.
 # TestNodePackagesAreListed (hack/lanes_test.go) fails when this list is not
 # exactly the packages whose tests start a node.
-NODE_PKGS := ./test/e2e ./pkg/testenv ./examples/memcached-operator/e2e ./pkg/testenv/clustertest
+NODE_PKGS := ./pkg/testenv ./pkg/testenv/clustertest ./examples/memcached-operator/e2e ./test/e2e
 # The rest lane's longest packages, which it starts first so that it ends on
 # short ones (measured with `go test -v`; hack/lanes_test.go checks they exist).
 LONG_PKGS := ./pkg/operator ./hack ./pkg/jvm/jvmtest ./pkg/jvm ./cmd/jmx-attach ./test/deploy ./pkg/leader
@@ -91,33 +93,48 @@ image: ## Build the operator and agent image from the Dockerfile (needs a Docker
 .PHONY: test
 test: ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
 	@$(MAKE) --no-print-directory -j 4 test-prereqs
-	@GO='$(GO)' TESTFLAGS='$(TESTFLAGS)' PKGS='$(PKGS)' MODULES='$(MODULES)' NODE_PKGS='$(NODE_PKGS)' \
-		LONG_PKGS='$(LONG_PKGS)' REST_P='$(REST_P)' hack/test-lanes.sh
+	@GO='$(GO)' MAKE='$(MAKE)' TESTFLAGS='$(TESTFLAGS)' PKGS='$(PKGS)' MODULES='$(MODULES)' \
+		NODE_PKGS='$(NODE_PKGS)' LONG_PKGS='$(LONG_PKGS)' REST_P='$(REST_P)' hack/test-lanes.sh
 
 # What `make test` needs before its lanes start, in two chains that make -j
-# runs side by side: the network-bound one (Debian packages, Maven, the images'
-# Debian packages, Go modules) beside the CPU-bound one (the binaries, then the
-# test-only modules' commands). test-binaries is `make controlplane node
-# prometheus` in one command, so that one go build compiles all the kube binaries.
+# runs side by side: the network-bound one (Debian packages, then Maven's
+# agent, then the images' Debian root filesystems; the Go modules) beside the
+# CPU-bound one (the kube binaries and containerd, then the main module's
+# packages compiled as the tests compile them). What only the last node
+# package and a few others need builds beside the lanes (test-late).
 .PHONY: test-prereqs
-test-prereqs: prereqs agent images test-downloads test-binaries test-commands
+test-prereqs: prereqs agent images test-downloads test-binaries test-compile
 
+# `make controlplane node` in one command: one go build for all the kube
+# binaries (a shared compile, the links side by side), then containerd.
 .PHONY: test-binaries
 test-binaries:
-	$(GO) run ./cmd/testenv-build -node -prometheus
+	$(GO) run ./cmd/testenv-build -node
 
 # The Go modules of the main module and the test-only modules, downloaded
-# while the binaries build (go test would download them one package at a time).
+# while the binaries build (the go commands after would download them one
+# package graph at a time).
 .PHONY: test-downloads
 test-downloads:
 	$(GO) mod download
-	for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
+	for m in $(sort $(MODULES) test/monitoring test/helm); do (cd $$m && $(GO) mod download) || exit 1; done
 
-# test/monitoring and test/helm are modules of their own; test/e2e and
-# test/deploy build and run their commands, which this compiles ahead (the
-# same flags) so that those tests find them in the build cache.
-.PHONY: test-commands
-test-commands: test-binaries
+# The main module's packages compiled with the tests' build flags (-race), so
+# that the two lanes, which start at once, do not both compile the same
+# dependencies. After test-binaries: one CPU-bound build at a time.
+.PHONY: test-compile
+test-compile: test-binaries
+	$(GO) build $(filter -race,$(TESTFLAGS)) ./...
+
+# What hack/test-lanes.sh builds beside the lanes: the Prometheus server
+# (pkg/testenv/prometheus, test/e2e) and the commands of test/monitoring and
+# test/helm (modules of their own), which test/e2e and test/deploy build and
+# run: compiled here, with their flags, they find them in the build cache.
+# A test that comes first waits for the build (testenv's build lock) or
+# builds them itself.
+.PHONY: test-late
+test-late:
+	$(GO) run ./cmd/testenv-build prometheus
 	cd test/monitoring && $(GO) build -trimpath ./...
 	cd test/helm && $(GO) build -trimpath ./...
 

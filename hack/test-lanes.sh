@@ -7,19 +7,23 @@
 #     machine-wide node lock anyway, and a package waiting for it would only
 #     hold a slot and let its -timeout run;
 #   rest lane: every other package of PKGS (LONG_PKGS first, so that the lane
-#     ends on short packages; go test -p REST_P), then each module of MODULES.
+#     ends on short packages; go test -p REST_P), then each module of MODULES;
+#
+# and beside them `make test-late`, the builds that only some later tests
+# need (the Prometheus server, the test-only modules' commands).
 #
 # Both lanes run to their end whatever fails. Their output goes, line by line
-# with a "node| " or "rest| " prefix, to stdout, and unprefixed to a log of
-# each lane; the summary at the end lists every package's result per lane, and
-# the exit status is 1 when either lane failed.
+# with a "node| ", "rest| " or "late| " prefix, to stdout, and unprefixed to a
+# log of each; the summary at the end lists every package's result per lane,
+# and the exit status is 1 when either lane or the builds failed.
 #
-# Environment (the Makefile sets it): GO, TESTFLAGS, PKGS, NODE_PKGS,
+# Environment (the Makefile sets it): GO, MAKE, TESTFLAGS, PKGS, NODE_PKGS,
 # LONG_PKGS, MODULES, REST_P; LOGDIR (default: a new directory under /tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
+MAKE=${MAKE:-make}
 REST_P=${REST_P:-2}
 read -r -a testflags <<<"${TESTFLAGS:-}"
 read -r -a modules <<<"${MODULES:-}"
@@ -82,11 +86,14 @@ rest_lane() {
 echo "make test: node lane (-p 1): ${#node[@]} packages; rest lane (-p $REST_P): ${#rest[@]} packages and ${modules[*]:-no modules}; logs in $LOGDIR"
 start=$SECONDS
 set +e
+( $MAKE --no-print-directory test-late 2>&1 | tee "$LOGDIR/late.log" | sed -u 's/^/late| /' ) &
+late_pid=$!
 ( node_lane 2>&1 | tee "$LOGDIR/node.log" | sed -u 's/^/node| /' ) &
 node_pid=$!
 ( rest_lane 2>&1 | tee "$LOGDIR/rest.log" | sed -u 's/^/rest| /' ) &
 rest_pid=$!
-trap 'kill "$node_pid" "$rest_pid" 2>/dev/null' INT TERM
+trap 'kill "$late_pid" "$node_pid" "$rest_pid" 2>/dev/null' INT TERM
+wait "$late_pid"; late_status=$?
 wait "$node_pid"; node_status=$?
 wait "$rest_pid"; rest_status=$?
 set -e
@@ -100,13 +107,14 @@ summary() { # lane status
   grep -E '^(ok|FAIL|---? FAIL|panic:)' "$LOGDIR/$lane.log" | grep -v '^ok.*\[no test files\]' || true
 }
 echo
+[[ $late_status -eq 0 ]] || echo "== make test-late FAILED ($LOGDIR/late.log)"
 summary node "$node_status"
 summary rest "$rest_status"
 passed=$(cat "$LOGDIR/node.log" "$LOGDIR/rest.log" | grep -cE '^ok[[:space:]]' || true)
 failed=$(cat "$LOGDIR/node.log" "$LOGDIR/rest.log" | grep -cE '^FAIL[[:space:]]' || true)
 echo "make test: $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s for both lanes"
-if [[ $node_status -ne 0 || $rest_status -ne 0 ]] && [[ $failed -eq 0 ]]; then
+if [[ $late_status -ne 0 || $node_status -ne 0 || $rest_status -ne 0 ]] && [[ $failed -eq 0 ]]; then
   failed=1 # a lane failed without a package's FAIL line (a build or go list error)
 fi
 echo "packages: $passed passed, $failed failed"
-[[ $node_status -eq 0 && $rest_status -eq 0 ]]
+[[ $late_status -eq 0 && $node_status -eq 0 && $rest_status -eq 0 ]]
