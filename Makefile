@@ -119,12 +119,15 @@ test-downloads:
 	$(GO) mod download
 	for m in $(sort $(MODULES) test/monitoring test/helm); do (cd $$m && $(GO) mod download) || exit 1; done
 
-# The main module's packages compiled with the tests' build flags (-race), so
-# that the two lanes, which start at once, do not both compile the same
-# dependencies. After test-binaries: one CPU-bound build at a time.
+# The packages the tests of PKGS import (not the tests themselves, nor main
+# packages, whose links would be thrown away) compiled with the tests' build
+# flag -race, so that the two lanes, which start at once, do not both compile
+# the same dependencies. After test-binaries: one CPU-bound build at a time.
+TEST_DEPS = $(GO) list -deps -test -f '{{if and (ne .Name "main") (not .ForTest) (not .Standard) .GoFiles}}{{.ImportPath}}{{end}}' $(PKGS)
 .PHONY: test-compile
 test-compile: test-binaries
-	$(GO) build $(filter -race,$(TESTFLAGS)) ./...
+	@pkgs=$$($(TEST_DEPS)) && echo "$(GO) build $(filter -race,$(TESTFLAGS)) (the $$(echo "$$pkgs" | wc -l) packages that the tests of $(PKGS) import)" && \
+		$(GO) build $(filter -race,$(TESTFLAGS)) $$pkgs
 
 # What hack/test-lanes.sh builds beside the lanes: the Prometheus server
 # (pkg/testenv/prometheus, test/e2e) and the commands of test/monitoring and
