@@ -111,12 +111,13 @@ test-prereqs: prereqs agent images test-downloads test-binaries test-compile
 test-binaries:
 	$(GO) run ./cmd/testenv-build -node
 
-# The Go modules of the main module and the test-only modules, downloaded
-# while the binaries build (the go commands after would download them one
-# package graph at a time).
+# The Go modules of the main module, of the binaries (containerd's and
+# Prometheus' are needed only after the kube binaries are built) and of the
+# test-only modules, downloaded while the binaries build.
 .PHONY: test-downloads
 test-downloads:
 	$(GO) mod download
+	$(GO) run ./cmd/testenv-build -download -node -prometheus
 	for m in $(sort $(MODULES) test/monitoring test/helm); do (cd $$m && $(GO) mod download) || exit 1; done
 
 # The packages the tests of PKGS import (not the tests themselves, nor main

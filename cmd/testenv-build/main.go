@@ -9,9 +9,11 @@
 // Usage, in a module that requires github.com/handlerkit/handlerkit (so the
 // versions match the testenv your tests import):
 //
-//	go run github.com/handlerkit/handlerkit/cmd/testenv-build [-node] [-prometheus] [-force] [binary...]
+//	go run github.com/handlerkit/handlerkit/cmd/testenv-build [-node] [-prometheus] [-force|-download] [binary...]
 //
-// With binary names it builds those; -force rebuilds cached binaries.
+// With binary names it builds those; -force rebuilds cached binaries;
+// -download only downloads the Go modules that building the missing ones
+// needs (`make test` does that while it builds others).
 // $HANDLERKIT_BIN_DIR, $HANDLERKIT_CONTAINERD_DIR and
 // $HANDLERKIT_PROMETHEUS_DIR override the cache directories, as they do for
 // testenv.
@@ -33,14 +35,23 @@ func main() {
 	node := flag.Bool("node", false, "also build the cluster-mode binaries (kubelet, controller-manager, scheduler, kube-proxy, containerd)")
 	prom := flag.Bool("prometheus", false, "also build the Prometheus server that pkg/testenv/prometheus runs")
 	force := flag.Bool("force", false, "rebuild binaries that are already cached")
+	download := flag.Bool("download", false, "only download the Go modules that building the missing binaries needs")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: testenv-build [-node] [-prometheus] [-force] [binary...]\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: testenv-build [-node] [-prometheus] [-force|-download] [binary...]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, binaries(*node, *prom, flag.Args()), *force); err != nil {
+	names := binaries(*node, *prom, flag.Args())
+	if *download {
+		if err := testenv.DownloadBinarySources(ctx, names...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(ctx, names, *force); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

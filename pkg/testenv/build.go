@@ -167,6 +167,43 @@ func ensure(ctx context.Context, progress io.Writer, rebuild bool, names []strin
 	return nil
 }
 
+// DownloadBinarySources downloads the Go modules that building the named
+// binaries needs into the module cache, without building anything: cached
+// binaries are skipped, as EnsureBinaries skips them. It lets the
+// network-bound part of a cold build run ahead, beside other builds (`make
+// test` runs it while it builds the kube binaries).
+func DownloadBinarySources(ctx context.Context, names ...string) error {
+	groups, err := groupRecipes(names)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		todo := missing(g[0].dir(), g, false)
+		if len(todo) == 0 {
+			continue
+		}
+		tmp, err := os.MkdirTemp("", "handlerkit-download-")
+		if err != nil {
+			return fmt.Errorf("testenv: %w", err)
+		}
+		err = todo[0].module.write(tmp)
+		if err == nil {
+			// go list loads exactly the packages the build compiles, so it
+			// downloads their modules and no others.
+			args := append([]string{"list", "-deps", "-f", "{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}"}, buildArgs(todo)...)
+			var out []byte
+			if out, err = goCommand(ctx, tmp, args...); err != nil || len(bytes.TrimSpace(out)) > 0 {
+				err = fmt.Errorf("testenv: downloading the modules of %s: %v\n%s", describe(todo), err, tail(out, 30))
+			}
+		}
+		os.RemoveAll(tmp)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // groupRecipes sorts the named recipes into groups that one go build
 // invocation can produce: same module, same cache directory.
 func groupRecipes(names []string) ([][]recipe, error) {
@@ -341,27 +378,39 @@ func (m *buildModule) requiredVersion(path string) string {
 }
 
 // goBuild runs go build in moduleDir for the recipes, static and with
-// trimmed paths, and returns its combined output. The environment is the
-// caller's with the settings that make the build independent of it: no
-// workspace, no vendoring, go.mod and go.sum used as they are.
+// trimmed paths, and returns its combined output.
 func goBuild(ctx context.Context, moduleDir, outDir string, todo []recipe) ([]byte, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return nil, fmt.Errorf("the go command is not in PATH: %w", err)
-	}
 	args := []string{"build", "-trimpath", "-o", outDir + string(filepath.Separator)}
-	if tags := todo[0].module.tags; tags != "" {
-		args = append(args, "-tags", tags)
-	}
 	for _, r := range todo {
 		// A pattern per package: the last matching -ldflags applies to it.
 		args = append(args, "-ldflags", r.pkg+"="+r.ldflags)
 	}
+	return goCommand(ctx, moduleDir, append(args, buildArgs(todo)...)...)
+}
+
+// buildArgs are the build tags and packages of the recipes (of one module).
+func buildArgs(todo []recipe) []string {
+	var args []string
+	if tags := todo[0].module.tags; tags != "" {
+		args = append(args, "-tags", tags)
+	}
 	for _, r := range todo {
 		args = append(args, r.pkg)
 	}
+	return args
+}
+
+// goCommand runs the go command in dir and returns its combined output. The
+// environment is the caller's with the settings that make the build
+// independent of it: no cgo, no workspace, no vendoring, go.mod and go.sum
+// used as they are.
+func goCommand(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return nil, fmt.Errorf("the go command is not in PATH: %w", err)
+	}
 	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = moduleDir
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"CGO_ENABLED=0",
 		"GOWORK=off",
@@ -369,8 +418,7 @@ func goBuild(ctx context.Context, moduleDir, outDir string, todo []recipe) ([]by
 		"GOFLAGS=-mod=readonly -buildvcs=false",
 	)
 	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.CombinedOutput()
-	return out, err
+	return cmd.CombinedOutput()
 }
 
 // buildError explains a failed build: the tail of go build's output, and

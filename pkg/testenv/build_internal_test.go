@@ -204,3 +204,21 @@ func TestUnknownBinaryIsAnError(t *testing.T) {
 		t.Fatalf("want an error listing the known binaries, got %v", err)
 	}
 }
+
+// TestDownloadBinarySourcesBuildsNothing: the download step of `make test`
+// resolves a missing binary's packages (so its modules are in the module
+// cache) and leaves the cache directory as it was; an unknown name is an
+// error, as for EnsureBinaries.
+func TestDownloadBinarySourcesBuildsNothing(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(EnvBinDir, dir)
+	if err := DownloadBinarySources(t.Context(), "etcd"); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("the cache directory after a download: %v %v, want it empty", entries, err)
+	}
+	if err := DownloadBinarySources(t.Context(), "no-such-binary"); err == nil || !strings.Contains(err.Error(), "no binary named") {
+		t.Errorf("an unknown binary: %v", err)
+	}
+}
