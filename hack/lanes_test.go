@@ -29,7 +29,9 @@ var nodeOptions = []string{"WithNode", "WithServiceProxy"}
 // running), and a listed package that starts none would be serialised for
 // nothing. A package counts when its test files use testenv.WithNode or
 // WithServiceProxy, or import (directly or through other packages of the
-// repository) a non-test package that does. The test-only modules (bench,
+// repository) a non-test package that does; a package's own non-test code
+// does not count (hack/demo's main starts a node, its test runs the demo with
+// -idle, which starts none). The test-only modules (bench,
 // test/monitoring, test/helm) run in the other lane, so none of their packages
 // may start a node. LONG_PKGS, which the other lane runs first, must name
 // packages that exist and start no node.
