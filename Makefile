@@ -110,20 +110,34 @@ test: ## Unit, integration and cluster-mode tests against a real cluster, and th
 .PHONY: test-prereqs
 test-prereqs: prereqs agent images test-downloads test-binaries test-compile
 
+# cmd/testenv-build, compiled once for the steps below that run it (two go
+# run at once would both compile its dependencies, client-go and more, on a
+# cold cache).
+.PHONY: test-testenv-build
+test-testenv-build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/testenv-build ./cmd/testenv-build
+
 # `make controlplane node` in one command: one go build for all the kube
 # binaries (a shared compile, the links side by side), then containerd.
 .PHONY: test-binaries
-test-binaries:
-	$(GO) run ./cmd/testenv-build -node
+test-binaries: test-testenv-build
+	$(BIN)/testenv-build -node
 
-# The Go modules of the main module, of the binaries (containerd's and
-# Prometheus' are needed only after the kube binaries are built) and of the
-# test-only modules, downloaded while the binaries build.
+# The Go modules of the main module and the test-only modules, and those of
+# the binaries (containerd's and Prometheus' are needed only after the kube
+# binaries are built), downloaded while the binaries build.
 .PHONY: test-downloads
-test-downloads:
+test-downloads: test-mod-downloads test-binary-downloads
+
+.PHONY: test-mod-downloads
+test-mod-downloads:
 	$(GO) mod download
-	$(GO) run ./cmd/testenv-build -download -node -prometheus
 	for m in $(sort $(MODULES) test/monitoring test/helm); do (cd $$m && $(GO) mod download) || exit 1; done
+
+.PHONY: test-binary-downloads
+test-binary-downloads: test-testenv-build
+	$(BIN)/testenv-build -download -node -prometheus
 
 # The packages the tests of PKGS import (not the tests themselves, nor main
 # packages, whose links would be thrown away) compiled with the tests' build
@@ -142,8 +156,8 @@ test-compile: test-binaries
 # A test that comes first waits for the build (testenv's build lock) or
 # builds them itself.
 .PHONY: test-late
-test-late:
-	$(GO) run ./cmd/testenv-build prometheus
+test-late: test-testenv-build
+	$(BIN)/testenv-build prometheus
 	cd test/monitoring && $(GO) build -trimpath ./...
 	cd test/helm && $(GO) build -trimpath ./...
 
