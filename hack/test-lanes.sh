@@ -30,11 +30,21 @@ read -r -a modules <<<"${MODULES:-}"
 LOGDIR=${LOGDIR:-$(mktemp -d "${TMPDIR:-/tmp}/handlerkit-test.XXXXXX")}
 mkdir -p "$LOGDIR"
 
-# Import paths: what PKGS selects, split into the lanes.
+# Import paths: what PKGS selects, split into the lanes. A pattern that
+# matches nothing, or a listed package that is gone, stops here.
+golist() { # patterns...: their import paths, one a line
+  [[ $# -eq 0 ]] || $GO list "$@"
+}
+selected=() nodeall=() long=()
 # shellcheck disable=SC2086 # the lists are word lists
-mapfile -t selected < <($GO list ${PKGS:-./...})
-mapfile -t nodeall < <($GO list ${NODE_PKGS:-})
-mapfile -t long < <($GO list ${LONG_PKGS:-})
+{
+  out=$(golist ${PKGS:-./...})
+  [[ -z $out ]] || mapfile -t selected <<<"$out"
+  out=$(golist ${NODE_PKGS:-})
+  [[ -z $out ]] || mapfile -t nodeall <<<"$out"
+  out=$(golist ${LONG_PKGS:-})
+  [[ -z $out ]] || mapfile -t long <<<"$out"
+}
 declare -A in_selected=() is_node=() taken=()
 for p in "${selected[@]}"; do in_selected[$p]=1; done
 for p in "${nodeall[@]}"; do is_node[$p]=1; done
