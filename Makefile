@@ -96,7 +96,7 @@ image: ## Build the operator and agent image from the Dockerfile (needs a Docker
 	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 .PHONY: test
-test: ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test.
+test: ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test (two lanes: hack/test-lanes.sh).
 	@$(MAKE) --no-print-directory -j 4 test-prereqs
 	@GO='$(GO)' MAKE='$(MAKE)' TESTFLAGS='$(TESTFLAGS)' PKGS='$(PKGS)' MODULES='$(MODULES)' \
 		NODE_PKGS='$(NODE_PKGS)' LONG_PKGS='$(LONG_PKGS)' REST_P='$(REST_P)' hack/test-lanes.sh
