@@ -65,11 +65,15 @@ node_lane() {
   # one before has run. So: build the first, then run it while the others
   # build in the background (their compiles land in the build cache; go test
   # below only links them again).
-  local status=0 bin pid=""
+  # (One go test -c per package, each into a directory of its own: two
+  # packages named e2e cannot share one.)
+  local status=0 bin pid="" i
   bin=$(mktemp -d "${TMPDIR:-/tmp}/handlerkit-node-bin.XXXXXX")
-  $GO test "${testflags[@]}" -c -o "$bin/" "${node[0]}" || true
+  $GO test "${testflags[@]}" -c -o "$bin/0/" "${node[0]}" || true
   if [[ ${#node[@]} -gt 1 ]]; then
-    $GO test "${testflags[@]}" -c -o "$bin/" "${node[@]:1}" >"$LOGDIR/node-prebuild.log" 2>&1 &
+    for ((i = 1; i < ${#node[@]}; i++)); do
+      $GO test "${testflags[@]}" -c -o "$bin/$i/" "${node[$i]}" || true
+    done >"$LOGDIR/node-prebuild.log" 2>&1 &
     pid=$!
   fi
   $GO test "${testflags[@]}" -p 1 "${node[0]}" || status=1
