@@ -159,8 +159,9 @@ func TestDiscoverNeverReportsNonJVMs(t *testing.T) {
 		// writing leaves a copy of that descriptor in its child until the
 		// child execs, and exec then fails with ETXTBSY (golang/go#22315).
 		// The window is short, so start again on that error only.
+		// A wait on the descriptor's release, with a deadline generous for a loaded machine.
 		c, exited, err := start(path)
-		for try := 0; errors.Is(err, syscall.ETXTBSY) && try < 50; try++ {
+		for deadline := time.Now().Add(30 * time.Second); errors.Is(err, syscall.ETXTBSY) && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 			c, exited, err = start(path)
 		}
@@ -631,7 +632,7 @@ func TestXrsJVMIsInjectedThroughItsStartupListener(t *testing.T) {
 			if entries, _ := os.ReadDir(parent); len(entries) != 0 {
 				t.Errorf("%s received %v: the refusal should come before the copy", parent, entries)
 			}
-			time.Sleep(300 * time.Millisecond) // a stray SIGQUIT would have ended it by now
+			time.Sleep(300 * time.Millisecond) // a deliberate pause, not a wait: a stray SIGQUIT would have ended it by now
 			if !jv.Alive() || !bare.Alive() {
 				t.Fatalf("a JVM died: %s\n%s", jv.Output(), bare.Output())
 			}

@@ -119,7 +119,7 @@ func TestReconfigureRealExporterReloads(t *testing.T) {
 		t.Fatalf("the config file changed after a refused reconfigure: %q", got)
 	}
 
-	time.Sleep(20 * time.Millisecond) // the exporter compares modification times in milliseconds
+	time.Sleep(20 * time.Millisecond) // deliberate: the exporter compares modification times in milliseconds
 	rc := in.Reconfigure(context.Background(), jv.Pid, []byte(exporterConfigB))
 	if rc.Status != OutcomeOK || rc.Port != port || rc.ConfigPath != res.ConfigPath {
 		t.Fatalf("reconfigure: %+v", rc)

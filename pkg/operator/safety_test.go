@@ -826,7 +826,7 @@ func TestPodSpecStaysWithinTheBudgetOver100Restarts(t *testing.T) {
 func playEphemeralKubelet(ctx context.Context, kube kubernetes.Interface, ns, name string) {
 	result := jvm.FormatTerminationLog([]jvm.InjectResult{{PID: 41, NSPID: 1, MainClass: "app.Main", Status: jvm.OutcomeOK, Port: 9404}})
 	for ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the poll interval of this fake kubelet, which runs until ctx ends
 		p, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			continue
