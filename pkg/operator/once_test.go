@@ -26,7 +26,6 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/jvm"
 	"github.com/handlerkit/handlerkit/pkg/operator"
 	"github.com/handlerkit/handlerkit/pkg/sdk"
-	"github.com/handlerkit/handlerkit/pkg/testenv"
 )
 
 // countingStrategy stands in for jmx-attach (the real one is tested end to
@@ -88,12 +87,11 @@ func (s *countingStrategy) counts() (map[string]int, map[string]int) {
 // which with the EphemeralContainer strategy would add a second ephemeral
 // container to the pod for nothing.
 func TestAStaleCacheNeverInjectsAContainerStartTwice(t *testing.T) {
-	env := testenv.New(t)
+	// The shared API server (safety_test.go): this test's operator serves
+	// only its own namespace, and its gate holds back only its own watches.
+	env := sharedCluster.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := env.InstallCRDsFromDir(ctx, "../../deploy/crds"); err != nil {
-		t.Fatal(err)
-	}
 	ns, err := env.CreateNamespace(ctx, "once")
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -38,7 +39,21 @@ import (
 // pod, permanent failures are tried once per change, and a pod's spec stays
 // within its budget.
 
-// cluster is one API server with the CRDs and the test's clients.
+// sharedCluster is the API server, with the CRDs installed, that the tests
+// share: each works in namespaces of its own (cluster.namespace) with an
+// operator that serves only those (runOperator sets Options.Namespaces), and
+// creates nothing cluster-scoped, so one control plane started for the
+// package replaces one per test. TestExportersOfUnservedNamespacesSayNotServed
+// keeps an API server of its own: its operator reads exporters of every
+// namespace.
+var sharedCluster = testenv.Shared{Setup: func(ctx context.Context, env *testenv.Environment) error {
+	_, err := env.InstallCRDsFromDir(ctx, "../../deploy/crds")
+	return err
+}}
+
+func TestMain(m *testing.M) { os.Exit(sharedCluster.Main(m)) }
+
+// cluster is the shared API server with the test's clients and deadline.
 type cluster struct {
 	env  *testenv.Environment
 	ctx  context.Context
@@ -50,12 +65,9 @@ type cluster struct {
 
 func newCluster(t *testing.T, timeout time.Duration) *cluster {
 	t.Helper()
-	env := testenv.New(t)
+	env := sharedCluster.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	if _, err := env.InstallCRDsFromDir(ctx, "../../deploy/crds"); err != nil {
-		t.Fatal(err)
-	}
 	jmx, err := versioned.NewForConfig(env.Config())
 	if err != nil {
 		t.Fatal(err)
