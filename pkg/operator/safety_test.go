@@ -419,6 +419,9 @@ const collectorMessage = "Invalid rule pattern java.lang<type=(Memory>: Unclosed
 // (the refused one again: its failure was met with another config), and the
 // others follow only after the breaker window.
 func TestAConfigTheAgentRefusesStopsEveryOtherPod(t *testing.T) {
+	// Mostly holds (proofs that nothing happens over resyncs) in a namespace
+	// of its own: it runs beside the other parallel tests of the package.
+	t.Parallel()
 	c := newCluster(t, 4*time.Minute)
 	ns := c.namespace(t, "verdict")
 	labels := map[string]string{"app": "orders"}
@@ -491,13 +494,12 @@ func TestAConfigTheAgentRefusesStopsEveryOtherPod(t *testing.T) {
 // the pod and the JVM's last output, no other pod is injected over many
 // resyncs and across an operator restart, until the exporter's spec changes.
 func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
-	c := newCluster(t, 5*time.Minute)
 	for _, tc := range []struct {
 		name  string
-		death func(t *testing.T, ns string, s *scripted)
+		death func(t *testing.T, c *cluster, ns string, s *scripted)
 		words []string
 	}{
-		{"the container restarts after the load", func(t *testing.T, ns string, s *scripted) {
+		{"the container restarts after the load", func(t *testing.T, c *cluster, ns string, s *scripted) {
 			waitUntil(t, time.Minute, "pod a injected", func() (bool, string) {
 				r := c.record(t, ns, "a")
 				return len(r.JVMs) == 1, fmt.Sprintf("%+v", r)
@@ -506,8 +508,8 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 				ExitCode: 1, Reason: "Error", Message: "Exception in thread \"main\" java.lang.IllegalStateException: boom",
 				StartedAt: metav1.Now(), FinishedAt: metav1.Now()})
 		}, []string{"pod a", "exit code 1", "boom"}},
-		{"the JVM ends during the load", func(t *testing.T, ns string, s *scripted) {}, []string{"pod a", "ended while its agent was being loaded", "pid 41 exited while attaching"}},
-		{"the JVM ends after an attempt that failed", func(t *testing.T, ns string, s *scripted) {
+		{"the JVM ends during the load", func(t *testing.T, c *cluster, ns string, s *scripted) {}, []string{"pod a", "ended while its agent was being loaded", "pid 41 exited while attaching"}},
+		{"the JVM ends after an attempt that failed", func(t *testing.T, c *cluster, ns string, s *scripted) {
 			waitUntil(t, time.Minute, "an attempt on pod a", func() (bool, string) {
 				r := c.record(t, ns, "a")
 				return r.Attempts == 1, fmt.Sprintf("%+v", r)
@@ -517,6 +519,11 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 		}, []string{"pod a", "exit code 137", "an attempt to load the agent", "HttpCheckFailed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case has its own namespace, operator and cluster value
+			// (runOperator keeps the log of the last operator in it), so the
+			// cases run side by side and their 15 s of holds below overlap.
+			t.Parallel()
+			c := newCluster(t, 5*time.Minute)
 			ns := c.namespace(t, "breaker")
 			labels := map[string]string{"app": "orders"}
 			for _, name := range []string{"a", "b", "c"} {
@@ -536,7 +543,7 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 				Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}}
 			stop := c.runOperator(t, ns, opts)
 			c.createExporter(t, ns, "orders", labels)
-			tc.death(t, ns, s)
+			tc.death(t, c, ns, s)
 
 			cond := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionDegraded, metav1.ConditionTrue, jmxv1alpha1.ReasonJVMEndedAfterInjection)
 			for _, w := range tc.words {
@@ -580,6 +587,9 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 // each once more. A transient failure is tried at most MaxAttempts times,
 // with the Exec strategy too, and then TooManyAttempts names the last cause.
 func TestPermanentFailuresAreTriedOncePerChange(t *testing.T) {
+	// Mostly holds (proofs that nothing happens over resyncs) in a namespace
+	// of its own: it runs beside the other parallel tests of the package.
+	t.Parallel()
 	c := newCluster(t, 5*time.Minute)
 	ns := c.namespace(t, "permanent")
 	labels := map[string]string{"app": "orders"}
