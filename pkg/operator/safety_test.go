@@ -494,6 +494,7 @@ func TestAConfigTheAgentRefusesStopsEveryOtherPod(t *testing.T) {
 // the pod and the JVM's last output, no other pod is injected over many
 // resyncs and across an operator restart, until the exporter's spec changes.
 func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
+	t.Parallel() // its cases run in parallel too, beside the other parallel tests
 	for _, tc := range []struct {
 		name  string
 		death func(t *testing.T, c *cluster, ns string, s *scripted)
@@ -757,6 +758,9 @@ func TestReconfigurationTellsTheTruth(t *testing.T) {
 // (EphemeralContainerBudgetExhausted), not patched, and the pod's spec stays
 // under the size the budget allows.
 func TestPodSpecStaysWithinTheBudgetOver100Restarts(t *testing.T) {
+	// A namespace and an operator of its own: it runs beside the other
+	// parallel tests of the package.
+	t.Parallel()
 	c := newCluster(t, 5*time.Minute)
 	ns := c.namespace(t, "budget")
 	labels := map[string]string{"app": "orders"}
