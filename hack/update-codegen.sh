@@ -75,9 +75,13 @@ done
 # the deepcopy and register code above to type-check the API packages.
 echo "Generating CRD manifests"
 # Build beside the binary and rename over it, so that a concurrent run (two
-# verifications at once) never executes a half-written file.
-go build -o "$bin/controller-gen.$$" sigs.k8s.io/controller-tools/cmd/controller-gen
-mv -f "$bin/controller-gen.$$" "$bin/controller-gen"
+# verifications at once) never executes a half-written file. With GOBIN set,
+# go list says whether the cached binary is what go.mod and this toolchain
+# would build; when it is, skip the link (several seconds on every run).
+if [[ $(go list -f '{{.Stale}}' sigs.k8s.io/controller-tools/cmd/controller-gen) != false ]]; then
+  go build -o "$bin/controller-gen.$$" sigs.k8s.io/controller-tools/cmd/controller-gen
+  mv -f "$bin/controller-gen.$$" "$bin/controller-gen"
+fi
 for r in "${api_roots[@]}"; do
   # A relative path that starts with ./, which controller-gen needs to read
   # it as a directory rather than an import path.

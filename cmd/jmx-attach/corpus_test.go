@@ -110,7 +110,9 @@ func (j readyJVM) requireAlive(t *testing.T, after string) {
 	if !j.Alive() {
 		t.Fatalf("after %s: the JVM ended:\n%s", after, j.Output())
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
+	// The timeout only bounds a hung application; a loaded machine can take
+	// more than the 10 s it once was to answer.
+	client := &http.Client{Timeout: time.Minute}
 	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/ready", j.readyPort))
 	if err != nil {
 		t.Fatalf("after %s: the application does not answer its readiness check: %v\n%s", after, err, j.Output())

@@ -259,6 +259,7 @@ func TestPoolRunsOneJobPerKeyAndBoundsParallelism(t *testing.T) {
 		t.Fatal("a second job for key a started while the first is queued or running")
 	}
 	started.Wait()
+	// A deliberate pause, not a wait: it gives a third job the chance to start if the pool let it.
 	time.Sleep(50 * time.Millisecond)
 	if peak.Load() != 2 {
 		t.Fatalf("peak %d, want 2", peak.Load())

@@ -80,9 +80,11 @@ func freePort(t testing.TB) int {
 
 // newTestInjector returns an injector whose minimum age is zero: StartJVM returns only after the application
 // printed its ready line, long after the JVM installed its signal handlers. Tests of the age wait set it.
+// Its HTTP check waits up to two minutes rather than DefaultHTTPTimeout's 15 s: a fresh agent's first answer
+// took over 10 s on a loaded machine, and no test here is about that timeout.
 func newTestInjector(t testing.TB, opts ...Option) *Injector {
 	t.Helper()
-	in, err := NewInjector(append([]Option{WithMinAge(0), WithAttachTimeout(20 * time.Second)}, opts...)...)
+	in, err := NewInjector(append([]Option{WithMinAge(0), WithAttachTimeout(20 * time.Second), WithHTTPTimeout(2 * time.Minute)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func failoverRound(b *testing.B, standby time.Duration, newElector func(ns, pod 
 	eventually(b, 30*time.Second, "op-a leads", a.leading)
 	eventually(b, 30*time.Second, "op-a labelled", onlyLabelled(b, ns, "op-a"))
 	r := startReplica(b, "op-b", newElector(ns, "op-b"))
-	time.Sleep(standby)
+	time.Sleep(standby) // deliberate: the benchmark's parameter, how long the stand-by has waited before the failover
 	if r.leading() {
 		b.Fatal("op-b leads before the leader stopped")
 	}

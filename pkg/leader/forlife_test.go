@@ -103,6 +103,7 @@ func TestForLifeTakesOverStaleLock(t *testing.T) {
 			b := startReplica(t, "op-b", newForLife(t, ns, "op-b", regB))
 
 			// b must keep waiting while a's pod is healthy: give it several backoff rounds, then check.
+			// A deliberate pause, not a wait: it proves that b does not take over.
 			time.Sleep(time.Second)
 			if b.leading() {
 				t.Fatal("op-b leads while op-a's pod is healthy")
@@ -357,7 +358,9 @@ func TestForLifeTakesOverFromHolderStuckTerminatingOnLostNode(t *testing.T) {
 			}
 			deleted := time.Now()
 			if !tc.takeover {
-				time.Sleep(3 * time.Second) // many backoff steps of fastBackoff (cap 300ms)
+				// A deliberate pause, not a wait: it proves over many backoff steps of fastBackoff (cap 300ms)
+				// that op-b does not take over.
+				time.Sleep(3 * time.Second)
 				if b.leading() {
 					t.Fatal("op-b took over from a terminating holder whose node is Ready")
 				}
@@ -397,6 +400,7 @@ func TestForLifeLockDeletedByHandEndsLeadership(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "status drops to 0", func() bool { return masterStatus(t, reg, lockName) == 0 })
 	// op-a does not re-create the lock by itself: a second leader could have taken it in between.
+	// A deliberate pause, not a wait: it proves that nothing re-creates the lock for a second.
 	time.Sleep(time.Second)
 	if _, err := env.Clientset().CoreV1().ConfigMaps(ns).Get(context.Background(), lockName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("lock after deletion: %v, want NotFound", err)

@@ -169,8 +169,21 @@ func TestPolicyRulesAreEnough(t *testing.T) {
 		t.Fatalf("op-c: %v", c.err)
 	}
 	d := startReplica(t, "op-d", lease("op-d"))
-	// Renewals (update) happen while op-c leads; cancelling releases the lease (update) for op-d.
-	time.Sleep(2 * testRetryPeriod)
+	// Renewals (update) happen while op-c leads: wait for one, seen as a
+	// later renewTime, rather than for a time sized to this machine; then
+	// cancelling releases the lease (update) for op-d.
+	renewTime := func() time.Time {
+		l, err := kube.CoordinationV1().Leases(ns).Get(ctx, leaseName, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return time.Time{}
+		}
+		return l.Spec.RenewTime.Time
+	}
+	acquired := renewTime()
+	if acquired.IsZero() {
+		t.Fatal("op-c holds the lease, but the Lease has no renewTime")
+	}
+	eventually(t, 30*time.Second, "op-c renews the lease", func() bool { return renewTime().After(acquired) })
 	c.cancel()
 	eventually(t, 30*time.Second, "op-d takes the released lease", d.leading)
 	if d.err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -38,7 +39,21 @@ import (
 // pod, permanent failures are tried once per change, and a pod's spec stays
 // within its budget.
 
-// cluster is one API server with the CRDs and the test's clients.
+// sharedCluster is the API server, with the CRDs installed, that the tests
+// share: each works in namespaces of its own (cluster.namespace) with an
+// operator that serves only those (runOperator sets Options.Namespaces), and
+// creates nothing cluster-scoped, so one control plane started for the
+// package replaces one per test. TestExportersOfUnservedNamespacesSayNotServed
+// keeps an API server of its own: its operator reads exporters of every
+// namespace.
+var sharedCluster = testenv.Shared{Setup: func(ctx context.Context, env *testenv.Environment) error {
+	_, err := env.InstallCRDsFromDir(ctx, "../../deploy/crds")
+	return err
+}}
+
+func TestMain(m *testing.M) { os.Exit(sharedCluster.Main(m)) }
+
+// cluster is the shared API server with the test's clients and deadline.
 type cluster struct {
 	env  *testenv.Environment
 	ctx  context.Context
@@ -50,12 +65,9 @@ type cluster struct {
 
 func newCluster(t *testing.T, timeout time.Duration) *cluster {
 	t.Helper()
-	env := testenv.New(t)
+	env := sharedCluster.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	if _, err := env.InstallCRDsFromDir(ctx, "../../deploy/crds"); err != nil {
-		t.Fatal(err)
-	}
 	jmx, err := versioned.NewForConfig(env.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -407,6 +419,9 @@ const collectorMessage = "Invalid rule pattern java.lang<type=(Memory>: Unclosed
 // (the refused one again: its failure was met with another config), and the
 // others follow only after the breaker window.
 func TestAConfigTheAgentRefusesStopsEveryOtherPod(t *testing.T) {
+	// Mostly holds (proofs that nothing happens over resyncs) in a namespace
+	// of its own: it runs beside the other parallel tests of the package.
+	t.Parallel()
 	c := newCluster(t, 4*time.Minute)
 	ns := c.namespace(t, "verdict")
 	labels := map[string]string{"app": "orders"}
@@ -479,13 +494,13 @@ func TestAConfigTheAgentRefusesStopsEveryOtherPod(t *testing.T) {
 // the pod and the JVM's last output, no other pod is injected over many
 // resyncs and across an operator restart, until the exporter's spec changes.
 func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
-	c := newCluster(t, 5*time.Minute)
+	t.Parallel() // its cases run in parallel too, beside the other parallel tests
 	for _, tc := range []struct {
 		name  string
-		death func(t *testing.T, ns string, s *scripted)
+		death func(t *testing.T, c *cluster, ns string, s *scripted)
 		words []string
 	}{
-		{"the container restarts after the load", func(t *testing.T, ns string, s *scripted) {
+		{"the container restarts after the load", func(t *testing.T, c *cluster, ns string, s *scripted) {
 			waitUntil(t, time.Minute, "pod a injected", func() (bool, string) {
 				r := c.record(t, ns, "a")
 				return len(r.JVMs) == 1, fmt.Sprintf("%+v", r)
@@ -494,8 +509,8 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 				ExitCode: 1, Reason: "Error", Message: "Exception in thread \"main\" java.lang.IllegalStateException: boom",
 				StartedAt: metav1.Now(), FinishedAt: metav1.Now()})
 		}, []string{"pod a", "exit code 1", "boom"}},
-		{"the JVM ends during the load", func(t *testing.T, ns string, s *scripted) {}, []string{"pod a", "ended while its agent was being loaded", "pid 41 exited while attaching"}},
-		{"the JVM ends after an attempt that failed", func(t *testing.T, ns string, s *scripted) {
+		{"the JVM ends during the load", func(t *testing.T, c *cluster, ns string, s *scripted) {}, []string{"pod a", "ended while its agent was being loaded", "pid 41 exited while attaching"}},
+		{"the JVM ends after an attempt that failed", func(t *testing.T, c *cluster, ns string, s *scripted) {
 			waitUntil(t, time.Minute, "an attempt on pod a", func() (bool, string) {
 				r := c.record(t, ns, "a")
 				return r.Attempts == 1, fmt.Sprintf("%+v", r)
@@ -505,6 +520,11 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 		}, []string{"pod a", "exit code 137", "an attempt to load the agent", "HttpCheckFailed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case has its own namespace, operator and cluster value
+			// (runOperator keeps the log of the last operator in it), so the
+			// cases run side by side and their 15 s of holds below overlap.
+			t.Parallel()
+			c := newCluster(t, 5*time.Minute)
 			ns := c.namespace(t, "breaker")
 			labels := map[string]string{"app": "orders"}
 			for _, name := range []string{"a", "b", "c"} {
@@ -524,7 +544,7 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 				Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}}
 			stop := c.runOperator(t, ns, opts)
 			c.createExporter(t, ns, "orders", labels)
-			tc.death(t, ns, s)
+			tc.death(t, c, ns, s)
 
 			cond := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionDegraded, metav1.ConditionTrue, jmxv1alpha1.ReasonJVMEndedAfterInjection)
 			for _, w := range tc.words {
@@ -568,6 +588,9 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 // each once more. A transient failure is tried at most MaxAttempts times,
 // with the Exec strategy too, and then TooManyAttempts names the last cause.
 func TestPermanentFailuresAreTriedOncePerChange(t *testing.T) {
+	// Mostly holds (proofs that nothing happens over resyncs) in a namespace
+	// of its own: it runs beside the other parallel tests of the package.
+	t.Parallel()
 	c := newCluster(t, 5*time.Minute)
 	ns := c.namespace(t, "permanent")
 	labels := map[string]string{"app": "orders"}
@@ -735,6 +758,9 @@ func TestReconfigurationTellsTheTruth(t *testing.T) {
 // (EphemeralContainerBudgetExhausted), not patched, and the pod's spec stays
 // under the size the budget allows.
 func TestPodSpecStaysWithinTheBudgetOver100Restarts(t *testing.T) {
+	// A namespace and an operator of its own: it runs beside the other
+	// parallel tests of the package.
+	t.Parallel()
 	c := newCluster(t, 5*time.Minute)
 	ns := c.namespace(t, "budget")
 	labels := map[string]string{"app": "orders"}
@@ -826,7 +852,7 @@ func TestPodSpecStaysWithinTheBudgetOver100Restarts(t *testing.T) {
 func playEphemeralKubelet(ctx context.Context, kube kubernetes.Interface, ns, name string) {
 	result := jvm.FormatTerminationLog([]jvm.InjectResult{{PID: 41, NSPID: 1, MainClass: "app.Main", Status: jvm.OutcomeOK, Port: 9404}})
 	for ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the poll interval of this fake kubelet, which runs until ctx ends
 		p, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			continue

@@ -305,6 +305,8 @@ func TestRequeueAfterZeroBacksOffInsteadOfSpinning(t *testing.T) {
 			eventually(t, 10*time.Second, "first handling", func() bool { return calls.Load() > 0 })
 			const window = 500 * time.Millisecond
 			start := calls.Load()
+			// A deliberate pause, not a wait: the handlings counted in it bound the requeue rate from
+			// above, so a slower machine only counts fewer.
 			time.Sleep(window)
 			n := calls.Load() - start
 			t.Logf("RequeueAfter(%s): %d handlings in %s", d, n, window)

@@ -165,6 +165,7 @@ func TestCancelStopsEverythingAndGoroutinesReturnToBaseline(t *testing.T) {
 	var base int
 	eventually(t, 10*time.Second, "goroutine count to settle", func() bool {
 		a := runtime.NumGoroutine()
+		// A deliberate pause inside the wait: settled means unchanged over 100 ms.
 		time.Sleep(100 * time.Millisecond)
 		base = runtime.NumGoroutine()
 		return a == base

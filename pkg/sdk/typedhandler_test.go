@@ -64,7 +64,8 @@ func TestTypedHandlerFailsTerminallyOnAnotherType(t *testing.T) {
 	if calls.Load() != 0 {
 		t.Errorf("the typed function was called %d times with an object that is not a *Gizmo", calls.Load())
 	}
-	// Terminal: not retried.
+	// Terminal: not retried. A deliberate pause, not a wait: it proves that no retry comes (the
+	// backoff of a retry starts at a few milliseconds).
 	time.Sleep(300 * time.Millisecond)
 	if v, _ := metricValue(t, f.reg, "handlerkit_handle_total", labels); v != 1 {
 		t.Errorf("terminal handlings = %v, want 1 (no retry)", v)

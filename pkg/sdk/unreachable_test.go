@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/handlerkit/handlerkit/pkg/sdk"
+	"github.com/handlerkit/handlerkit/pkg/testenv/freeport"
 )
 
 // TestRunWaitsForAnUnreachableAPIServer starts Run while nothing listens at
@@ -21,13 +23,17 @@ import (
 func TestRunWaitsForAnUnreachableAPIServer(t *testing.T) {
 	env := sdk.SharedEnv(t)
 	// A loopback port nobody listens on: connections are refused until the
-	// proxy below takes it.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// proxy below takes it. freeport hands out one outside the ephemeral
+	// range, reserved against other test binaries: a port from
+	// "127.0.0.1:0", closed at once, could be taken by an outgoing loopback
+	// connection or another test's listener before the proxy binds it (then
+	// the log says something else than "connection refused", or the proxy
+	// cannot listen).
+	port, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
 	cfg := env.Config()
 	target, err := url.Parse(cfg.Host)
@@ -76,7 +82,8 @@ func startProxy(t *testing.T, listen, target string) {
 		l   net.Listener
 		err error
 	)
-	// The port was free a moment ago; another process may hold it briefly.
+	// The port was free a moment ago; another process may hold it briefly
+	// (a wait on the port, bounded by 50 tries 100 ms apart).
 	for try := 0; try < 50; try++ {
 		if l, err = net.Listen("tcp", listen); err == nil {
 			break

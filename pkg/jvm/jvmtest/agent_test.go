@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/handlerkit/handlerkit/pkg/testenv/freeport"
 )
 
 // The JDKs the agent tests run on: the machine's JDK 17 and the newest JDK (Temurin 25 here), each when present.
@@ -79,15 +81,19 @@ func testSampleApp(t *testing.T) App {
 	return sampleApp
 }
 
-// freePort returns a TCP port that was free a moment ago.
+// freePort returns a free loopback TCP port outside the ephemeral range and
+// reserved against other test processes (freeport), so no outgoing
+// connection or parallel test binary can take it before the agent binds it.
+// (A port from "127.0.0.1:0" comes from the ephemeral range: on this busy
+// machine an outgoing loopback connection could take it in between, and the
+// agent refused with port-in-use.)
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // agentStatus is agent-status.json (docs/agent.md).
@@ -481,6 +487,10 @@ func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
 	for jdk, java := range agentJDKs(t) {
 		for _, tc := range cases {
 			t.Run(jdk+"/"+tc.name, func(t *testing.T) {
+				// Each case has its own JVM, port and directory: they run
+				// side by side (at most -parallel, GOMAXPROCS by default), so
+				// that the half second each waits below overlaps.
+				t.Parallel()
 				port := freePort(t)
 				if tc.port != 0 {
 					port = tc.port
@@ -510,7 +520,7 @@ func TestAgentRefusesBadConfigsAndTheJVMLives(t *testing.T) {
 					t.Errorf("agent lines = %q, want one starting %q", lines, want)
 				}
 				// The application runs on: its MBean counter keeps the JVM busy; give it a moment to die if
-				// it were going to.
+				// it were going to. A deliberate pause, not a wait: it proves that nothing happens.
 				time.Sleep(500 * time.Millisecond)
 				if !j.Alive() {
 					t.Fatalf("JVM died:\n%s", j.Output())
@@ -574,6 +584,8 @@ func TestAgentReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 	if st, _ := readStatus(t, j.dir); st.Reload.OK || !strings.Contains(st.Reload.Message, "password is a required string") {
 		t.Errorf("status after invalid httpServer reload = %+v", st)
 	}
+	// A deliberate pause between scrapes, not a wait: it proves over more than a second that the rejected
+	// config is never served.
 	for i := 0; i < 3; i++ {
 		time.Sleep(400 * time.Millisecond)
 		if _, body := get(t, http.DefaultClient, url, "", ""); strings.Contains(body, "fourth_name") ||
@@ -662,7 +674,7 @@ func TestAgentRefusesWhenJmxExporterIsAlreadyPresent(t *testing.T) {
 		c.Close()
 		t.Errorf("our agent listens on %d after refusing", port)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // a deliberate pause, not a wait: the JVM must not die after the refusal
 	if !j.Alive() {
 		t.Fatalf("JVM died:\n%s", j.Output())
 	}
@@ -991,7 +1003,7 @@ func TestAgentRefusesARuntimeWithoutTheHTTPServerModule(t *testing.T) {
 	if err != nil || st.State != "refused" || st.Reason != "jvm-unsupported" || !strings.Contains(st.Message, "jdk.httpserver") {
 		t.Fatalf("status = %+v, %v\n%s", st, err, j.Output())
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // a deliberate pause, not a wait: the JVM must not die after the refusal
 	if !j.Alive() {
 		t.Fatalf("JVM died:\n%s", j.Output())
 	}
