@@ -81,6 +81,7 @@ func stoppableJVM(p *corev1.Pod) {
 // agent answers no more. The PrometheusRule of deploy/prometheus is accepted
 // by Prometheus Operator's CRD.
 func TestAgentDownAlertFires(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-alerts", nil)
 	deployOperator(t, ns, withArgs("--pod-monitor-labels=release=kps"))
 	ctx := t.Context()

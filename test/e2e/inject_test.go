@@ -103,6 +103,7 @@ func checkInjected(t *testing.T, ns, exporterName, podName string, port int32) j
 }
 
 func TestEphemeralContainerInjectsRunningJVMs(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-ephemeral", nil)
 	deployOperator(t, ns)
 	labels := map[string]string{"app": "orders"}
@@ -145,6 +146,7 @@ func TestEphemeralContainerInjectsRunningJVMs(t *testing.T) {
 }
 
 func TestExecInjectsRunningJVM(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-exec", nil)
 	deployOperator(t, ns, withExec())
 	labels := map[string]string{"app": "billing"}
