@@ -40,7 +40,7 @@ func injectedRecord(t *testing.T, ns, pod string) (operator.PodRecord, *corev1.P
 func waitScrape(t *testing.T, ip string, port int32, metric string) string {
 	t.Helper()
 	var body string
-	waitFor(t, 60*time.Second, fmt.Sprintf("%s on %s:%d", metric, ip, port), func() (bool, string) {
+	waitFor(t, 3*time.Minute, fmt.Sprintf("%s on %s:%d", metric, ip, port), func() (bool, string) {
 		b, err := scrape(ip, port)
 		if err != nil {
 			return false, err.Error()

@@ -576,7 +576,8 @@ func holds(t testing.TB, d time.Duration, what string, cond func() (bool, string
 // scrape GETs /metrics from ip:port (the pod network is reachable from the
 // node, where the test runs).
 func scrape(ip string, port int32) (string, error) {
-	c := &http.Client{Timeout: 5 * time.Second}
+	// A JVM on a busy node can take seconds to answer: the callers poll.
+	c := &http.Client{Timeout: 15 * time.Second}
 	resp, err := c.Get("http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + "/metrics")
 	if err != nil {
 		return "", err
