@@ -43,7 +43,7 @@ func benchStartToScrape(b *testing.B, strategy jmxv1alpha1.InjectionStrategy) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		deployOperator(b, ns, withExec())
+		deployOperator(b, ns, withExec(), withArgs("--breaker-window="+operator.DefaultBreakerWindow.String()))
 		labels := map[string]string{"app": "bench"}
 		ex := exporter("bench", labels, func(ex *jmxv1alpha1.PrometheusJmxExporter) { ex.Spec.Injection.Strategy = strategy })
 		if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Create(context.Background(), ex, metav1.CreateOptions{}); err != nil {
@@ -200,7 +200,7 @@ func BenchmarkFiftyPods(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		deployOperator(b, ns)
+		deployOperator(b, ns, withArgs("--breaker-window="+operator.DefaultBreakerWindow.String()))
 		labels := map[string]string{"app": "fifty"}
 		for p := 0; p < n; p++ {
 			if _, err := kube.CoreV1().Pods(ns).Create(context.Background(), jvmPod(fmt.Sprintf("jvm-%02d", p), labels, testimages.JVMAppRef), metav1.CreateOptions{}); err != nil {

@@ -348,7 +348,14 @@ func deployOperator(t testing.TB, ns string, setups ...operatorSetup) *appsv1.De
 			case *appsv1.Deployment:
 				o.Spec.Replicas = ptr.To(int32(1))
 				// Short lease timings: tests kill leaders on purpose.
-				withArgs("--log-level=debug", "--injection-timeout=90s")(o)
+				// A breaker window of 10 s rather than 1 m: every
+				// exporter that selects more than one container injects
+				// the first, waits the window, then the others (docs/
+				// operator.md, "One container first"), and no test but
+				// the breaker's (which sets the default again) is about
+				// the window's length; the order is the same, shorter.
+				// A test's own flag comes later and wins.
+				withArgs("--log-level=debug", "--injection-timeout=90s", "--breaker-window=10s")(o)
 				for _, s := range setups {
 					s(o)
 				}

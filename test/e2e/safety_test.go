@@ -19,6 +19,7 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
 	"github.com/handlerkit/handlerkit/pkg/inject"
 	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
+	"github.com/handlerkit/handlerkit/pkg/operator"
 )
 
 // The proof of issue 22 on the real cluster: the operator never kills a JVM
@@ -210,7 +211,9 @@ exit 1`}
 func TestAJVMThatDiesAfterTheLoadOpensTheBreaker(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "e2e-breaker", nil)
-	deployOperator(t, ns, withArgs("--resync=2s"))
+	// The default breaker window (deployOperator shortens it): the JVM's
+	// death must fall within it on however busy a node.
+	deployOperator(t, ns, withArgs("--resync=2s", "--breaker-window="+operator.DefaultBreakerWindow.String()))
 	labels := map[string]string{"app": "dies"}
 	for _, name := range []string{"dies-a", "dies-b"} {
 		p := jvmPod(name, labels, testimages.JVMAppRef)
