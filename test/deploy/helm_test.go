@@ -33,9 +33,6 @@ const chartDir = "charts/prometheus-jmx-exporter-operator"
 // that Helm never enters handlerkit's go.mod.
 type helmCommand struct {
 	name string // the directory under test/helm/cmd
-	once sync.Once
-	path string
-	err  error
 }
 
 var (
@@ -47,25 +44,38 @@ var (
 	helmBin = filepath.Join(os.TempDir(), fmt.Sprintf("handlerkit-test-deploy-%d", os.Getpid()))
 )
 
-// built returns the command's path, building it on first use.
-func (c *helmCommand) built(t *testing.T) string {
-	t.Helper()
-	c.once.Do(func() {
+// helmBuild builds test/helm's commands, both in one go build, once per test
+// binary: TestMain starts it beside the tests that need no Helm, and the
+// first test that needs a command waits for it.
+var helmBuild struct {
+	once sync.Once
+	err  error
+}
+
+// buildHelmCommands runs helmBuild (ctx ends a build no test waits for).
+func buildHelmCommands(ctx context.Context) error {
+	helmBuild.once.Do(func() {
 		if err := os.MkdirAll(helmBin, 0o755); err != nil {
-			c.err = err
+			helmBuild.err = err
 			return
 		}
-		c.path = filepath.Join(helmBin, c.name)
-		cmd := exec.Command("go", "build", "-trimpath", "-o", c.path, "./cmd/"+c.name)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", helmBin+string(filepath.Separator),
+			"./cmd/"+helmRender.name, "./cmd/"+helmRelease.name)
 		cmd.Dir = filepath.Join(repo, "test", "helm")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			c.err = fmt.Errorf("building test/helm's %s: %v\n%s", c.name, err, out)
+			helmBuild.err = fmt.Errorf("building test/helm's commands: %v\n%s", err, out)
 		}
 	})
-	if c.err != nil {
-		t.Fatal(c.err)
+	return helmBuild.err
+}
+
+// built returns the command's path, waiting for the build.
+func (c *helmCommand) built(t *testing.T) string {
+	t.Helper()
+	if err := buildHelmCommands(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	return c.path
+	return filepath.Join(helmBin, c.name)
 }
 
 // renderChart renders the chart for release prometheus-jmx-exporter-operator

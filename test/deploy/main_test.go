@@ -5,6 +5,7 @@
 package deploy
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,8 +19,18 @@ import (
 var cluster testenv.Shared
 
 func TestMain(m *testing.M) {
+	// test/helm's commands are built beside the control plane's start and
+	// the tests that need no Helm; a build no test waited for is ended.
+	ctx, cancel := context.WithCancel(context.Background())
+	built := make(chan struct{})
+	go func() {
+		defer close(built)
+		_ = buildHelmCommands(ctx) // a test that needs them reports the error
+	}()
 	code := cluster.Main(m)
-	os.RemoveAll(helmBin) // test/helm's commands, built by the Helm tests
+	cancel()
+	<-built
+	os.RemoveAll(helmBin) // test/helm's commands
 	os.Exit(code)
 }
 

@@ -43,7 +43,7 @@ func benchStartToScrape(b *testing.B, strategy jmxv1alpha1.InjectionStrategy) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		deployOperator(b, ns, withExec())
+		deployOperator(b, ns, withExec(), withArgs("--breaker-window="+operator.DefaultBreakerWindow.String()))
 		labels := map[string]string{"app": "bench"}
 		ex := exporter("bench", labels, func(ex *jmxv1alpha1.PrometheusJmxExporter) { ex.Spec.Injection.Strategy = strategy })
 		if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Create(context.Background(), ex, metav1.CreateOptions{}); err != nil {
@@ -66,7 +66,7 @@ func benchStartToScrape(b *testing.B, strategy jmxv1alpha1.InjectionStrategy) {
 				// let the window pass, a configured time, before the pods
 				// that show the steady state.
 				b.ReportMetric(d.scraped.Seconds(), "first-s")
-				time.Sleep(operator.DefaultBreakerWindow + 2*time.Second)
+				time.Sleep(operator.DefaultBreakerWindow + 2*time.Second) // a deliberate pause: the configured window, see above
 				continue
 			}
 			lat = append(lat, d.scraped.Seconds())
@@ -123,14 +123,14 @@ func startToScrape(ns, pod string, timeout time.Duration) (startLatency, error) 
 				}
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the poll interval (the latency's resolution) of a wait with the caller's deadline
 	}
 	if scraped.IsZero() {
 		return startLatency{}, fmt.Errorf("%s: no scrape within %s", pod, timeout)
 	}
 	for containerID == "" && time.Now().Before(deadline) {
 		poll()
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the poll interval of a wait with the caller's deadline
 	}
 	started, err := jvmStart(containerID)
 	if err != nil {
@@ -200,7 +200,7 @@ func BenchmarkFiftyPods(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		deployOperator(b, ns)
+		deployOperator(b, ns, withArgs("--breaker-window="+operator.DefaultBreakerWindow.String()))
 		labels := map[string]string{"app": "fifty"}
 		for p := 0; p < n; p++ {
 			if _, err := kube.CoreV1().Pods(ns).Create(context.Background(), jvmPod(fmt.Sprintf("jvm-%02d", p), labels, testimages.JVMAppRef), metav1.CreateOptions{}); err != nil {
@@ -236,7 +236,7 @@ func BenchmarkFiftyPods(b *testing.B) {
 			if time.Since(start) > 15*time.Minute {
 				b.Fatalf("not all injected: %+v", ex.Status)
 			}
-			time.Sleep(250 * time.Millisecond)
+			time.Sleep(250 * time.Millisecond) // the poll interval of a wait with a 15-minute deadline
 		}
 		took := time.Since(start)
 		close(stop)
@@ -285,7 +285,7 @@ func waitAllRunning(b *testing.B, ns, selector string, n int) {
 				return
 			}
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the poll interval of a wait with a 10-minute deadline
 	}
 	b.Fatalf("%d pods not running within 10m", n)
 }

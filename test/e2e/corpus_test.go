@@ -114,6 +114,7 @@ func setConfigMap(t *testing.T, ns, name, cm string) int64 {
 // scraped, exactly one serving agent line). Last, each JVM is ended
 // (SIGTERM) and the alive check is shown to fail on it.
 func TestCorpusThroughTheOperator(t *testing.T) {
+	t.Parallel()
 	needImage(t, testimages.Temurin25JVMRef, testimages.BuildTemurin25JVM)
 	corpus := jvmtest.Corpus()
 	if len(corpus) < 25 {

@@ -116,6 +116,7 @@ func checkServingOnce(t *testing.T, ns, name string, ephemeral int) {
 // reports the endpoint, the JVM logged one agent line and lives, and the
 // copies are in the pod's own /tmp volume.
 func TestHardenedPodIsInjectedWithEitherStrategy(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-hardened", nil)
 	deployOperator(t, ns, withExec())
 	cases := []struct {
@@ -161,6 +162,7 @@ func TestHardenedPodIsInjectedWithEitherStrategy(t *testing.T) {
 // uid 1000 with the Exec strategy: the agent serves, one agent line each, the
 // JVMs live, and the copies are in /var/tmp.
 func TestTmpLinkJVMIsInjected(t *testing.T) {
+	t.Parallel()
 	needImage(t, testimages.TmpLinkJVMRef, testimages.BuildTmpLinkJVM)
 	ns := newNamespace(t, "e2e-tmplink", nil)
 	deployOperator(t, ns, withExec())
@@ -199,6 +201,7 @@ func TestTmpLinkJVMIsInjected(t *testing.T) {
 // bad config is refused by the agent with the collector's message in
 // ConfigValid=False, the JVM lives, and after the fix the agent serves it.
 func TestTemurin25ConfigsTheCollectorRejects(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(testimages.Temurin25Home + "/bin/java"); err != nil {
 		t.Skipf("no Temurin 25 JDK at %s to build the image from (install one there to run this test): %v", testimages.Temurin25Home, err)
 	}

@@ -40,7 +40,7 @@ func injectedRecord(t *testing.T, ns, pod string) (operator.PodRecord, *corev1.P
 func waitScrape(t *testing.T, ip string, port int32, metric string) string {
 	t.Helper()
 	var body string
-	waitFor(t, 60*time.Second, fmt.Sprintf("%s on %s:%d", metric, ip, port), func() (bool, string) {
+	waitFor(t, 3*time.Minute, fmt.Sprintf("%s on %s:%d", metric, ip, port), func() (bool, string) {
 		b, err := scrape(ip, port)
 		if err != nil {
 			return false, err.Error()
@@ -103,6 +103,7 @@ func checkInjected(t *testing.T, ns, exporterName, podName string, port int32) j
 }
 
 func TestEphemeralContainerInjectsRunningJVMs(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-ephemeral", nil)
 	deployOperator(t, ns)
 	labels := map[string]string{"app": "orders"}
@@ -145,6 +146,7 @@ func TestEphemeralContainerInjectsRunningJVMs(t *testing.T) {
 }
 
 func TestExecInjectsRunningJVM(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-exec", nil)
 	deployOperator(t, ns, withExec())
 	labels := map[string]string{"app": "billing"}

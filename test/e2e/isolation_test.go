@@ -55,6 +55,7 @@ func settledOnOneEndpoint(t *testing.T, ns, name, pod, container string) {
 // no copies in its /tmp, the port is served by the selected JVM, and the status settles on one endpoint with no
 // refused write.
 func TestSharedProcessNamespaceInjectsOnlyTheSelectedContainer(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-sharedpid", nil)
 	deployOperator(t, ns)
 	labels := map[string]string{"app": "shared"}
@@ -106,6 +107,7 @@ func TestSharedProcessNamespaceInjectsOnlyTheSelectedContainer(t *testing.T) {
 // including a JVM the test starts on the host: only the pod's own JVM is injected, and the host JVM is left
 // untouched (no marker, no attach socket, no agent line, still running).
 func TestHostPIDPodInjectsOnlyItsOwnJVM(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-hostpid", map[string]string{"pod-security.kubernetes.io/enforce": "privileged"})
 	deployOperator(t, ns)
 	host := jvmtest.StartJVM(t, jvmtest.Options{App: jvmtest.App{Jar: sampleApp.Jar, MainClass: sampleApp.MainClass}})
@@ -136,6 +138,7 @@ func TestHostPIDPodInjectsOnlyItsOwnJVM(t *testing.T) {
 // injected, then its JVM ends and the kubelet restarts the container; the volume survives with the dead JVM's
 // copies. After the injection of the new JVM, those copies are gone and only the new JVM's are there.
 func TestRestartedContainerLosesTheCopiesOfItsDeadJVM(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-deadcopies", nil)
 	deployOperator(t, ns)
 	labels := map[string]string{"app": "restarts"}
@@ -177,6 +180,7 @@ func TestRestartedContainerLosesTheCopiesOfItsDeadJVM(t *testing.T) {
 // level, a root JVM with the runtime's default capabilities is injected by an ephemeral container that runs as
 // root with exactly those capabilities: nothing added, nothing dropped, no SYS_PTRACE, which baseline admits.
 func TestBaselineNamespaceRootJVMGetsNoAddedCapability(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-baseline", map[string]string{"pod-security.kubernetes.io/enforce": "baseline"})
 	deployOperator(t, ns)
 	labels := map[string]string{"app": "rootjvm"}

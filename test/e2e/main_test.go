@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -20,12 +21,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -64,7 +67,8 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	wd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -77,7 +81,51 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(work)
+	// The tests are independent (each in namespaces of its own, with an
+	// operator of its own) and mostly wait on the cluster, so they run in
+	// parallel well beyond GOMAXPROCS on this machine's one node; an explicit
+	// -parallel wins.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		if err := flag.Set("test.parallel", strconv.Itoa(defaultParallel)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	// What needs no cluster is made while the cluster starts (or while
+	// Start waits for the node lock): the images, the monitoring CRDs and
+	// test/monitoring's commands. Each goroutine ends before run returns:
+	// an early return cancels ctx and waits, so no build is left behind.
 	start := time.Now()
+	var images struct {
+		archives []string
+		err      error
+		took     time.Duration
+	}
+	var crds struct {
+		crds []*apiextensionsv1.CustomResourceDefinition
+		err  error
+	}
+	var prep sync.WaitGroup
+	prep.Add(3)
+	go func() {
+		defer prep.Done()
+		images.archives, images.err = buildImages(ctx, work)
+		images.took = time.Since(start)
+	}()
+	go func() {
+		defer prep.Done()
+		crds.crds, crds.err = monitoringCRDs(ctx)
+	}()
+	go func() {
+		defer prep.Done()
+		buildMonitoringTools(ctx)
+	}()
+	defer removeMonitoringTools()
+	defer prep.Wait()
+	defer cancel()
 	env, err = testenv.Start(ctx, envOptions()...)
 	if err != nil {
 		if errors.Is(err, testenv.ErrNodeUnsupported) && os.Getenv("CI") == "" {
@@ -93,19 +141,20 @@ func run(m *testing.M) int {
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "e2e: cluster started in %s\n", time.Since(start).Round(time.Millisecond))
-	start = time.Now()
-	archives, err := buildImages(ctx, work)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: building images: %v\n", err)
+	prep.Wait()
+	if images.err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: building images: %v\n", images.err)
 		return 1
 	}
-	for _, a := range archives {
+	fmt.Fprintf(os.Stderr, "e2e: images built in %s (beside the cluster's start)\n", images.took.Round(time.Millisecond))
+	imported := time.Now()
+	for _, a := range images.archives {
 		if err := env.LoadImageArchive(ctx, a); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 			return 1
 		}
 	}
-	fmt.Fprintf(os.Stderr, "e2e: images built and imported in %s\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "e2e: images imported in %s\n", time.Since(imported).Round(time.Millisecond))
 	kube = env.Clientset()
 	if jmx, err = versioned.NewForConfig(env.Config()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -119,15 +168,15 @@ func run(m *testing.M) int {
 	// served from the start, as in a cluster that runs it: every operator
 	// the tests deploy keeps a PodMonitor per exporter and a ServiceMonitor
 	// for its metrics Service.
-	crds, err := monitoringCRDs(ctx)
+	err = crds.err
 	if err == nil {
-		err = env.InstallCRDs(ctx, crds...)
+		err = env.InstallCRDs(ctx, crds.crds...)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: install the PodMonitor and ServiceMonitor CRDs: %v\n", err)
 		return 1
 	}
-	defer removeMonitoringTools()
+	fmt.Fprintf(os.Stderr, "e2e: ready for the tests %s after the start\n", time.Since(start).Round(time.Millisecond))
 	code := m.Run()
 	err = env.Stop()
 	env = nil
@@ -137,6 +186,12 @@ func run(m *testing.M) int {
 	}
 	return code
 }
+
+// defaultParallel is how many tests run at once unless -parallel says
+// otherwise: enough that the tests' waits overlap, few enough that the
+// pods of the tests running beside TestFiftyPods stay well under the node's
+// 110 and the operators' CPU requests under its two cores.
+const defaultParallel = 8
 
 // buildImages builds the agent image from this checkout (the operator,
 // jmx-attach and the project's agent, jvmtest.AgentJar) and the JVM images.
@@ -293,7 +348,14 @@ func deployOperator(t testing.TB, ns string, setups ...operatorSetup) *appsv1.De
 			case *appsv1.Deployment:
 				o.Spec.Replicas = ptr.To(int32(1))
 				// Short lease timings: tests kill leaders on purpose.
-				withArgs("--log-level=debug", "--injection-timeout=90s")(o)
+				// A breaker window of 10 s rather than 1 m: every
+				// exporter that selects more than one container injects
+				// the first, waits the window, then the others (docs/
+				// operator.md, "One container first"), and no test but
+				// the breaker's (which sets the default again) is about
+				// the window's length; the order is the same, shorter.
+				// A test's own flag comes later and wins.
+				withArgs("--log-level=debug", "--injection-timeout=90s", "--breaker-window=10s")(o)
 				for _, s := range setups {
 					s(o)
 				}
@@ -470,14 +532,19 @@ func waitCondition(t *testing.T, ns, name, typ string, status metav1.ConditionSt
 }
 
 // waitFor polls cond until it holds, failing the test after timeout with the
-// last state cond described.
+// last state cond described. A wait that took long is logged, so that a slow
+// run shows where its time went.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	var last string
 	for {
 		ok, state := cond()
 		if ok {
+			if took := time.Since(start); took > 20*time.Second {
+				t.Logf("waited %s for %s", took.Round(time.Millisecond), what)
+			}
 			return
 		}
 		last = state
@@ -492,10 +559,32 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 	}
 }
 
+// holds is a deliberate pause, not a wait: it proves that nothing happens for
+// d (for example that an operator resyncing every 2 s never tries again), by
+// checking cond every second of it and failing as soon as cond stops holding.
+func holds(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for {
+		if ok, state := cond(); !ok {
+			t.Fatalf("%s stopped holding: %s", what, state)
+		}
+		if !time.Now().Before(end) {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("cancelled while checking that %s holds", what)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // scrape GETs /metrics from ip:port (the pod network is reachable from the
 // node, where the test runs).
 func scrape(ip string, port int32) (string, error) {
-	c := &http.Client{Timeout: 5 * time.Second}
+	// A JVM on a busy node can take seconds to answer: the callers poll.
+	c := &http.Client{Timeout: 15 * time.Second}
 	resp, err := c.Get("http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + "/metrics")
 	if err != nil {
 		return "", err

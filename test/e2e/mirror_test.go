@@ -96,8 +96,10 @@ func installMirrored(t *testing.T, ns string, objs []*unstructured.Unstructured)
 // with no agent setting at all, and sees the ephemeral container pull the
 // mirror's image: the operator reads its own image from its pod.
 func TestMirroredInstallRunsTheMirroredAgentImage(t *testing.T) {
+	t.Parallel()
 	loadMirrorAgent(t)
 	t.Run("kustomize", func(t *testing.T) {
+		t.Parallel()
 		ns := newNamespace(t, "e2e-mirror-kustomize", nil)
 		dir := t.TempDir()
 		rel, err := filepath.Rel(dir, filepath.Join(repoRoot, "deploy", "operator"))
@@ -116,6 +118,7 @@ func TestMirroredInstallRunsTheMirroredAgentImage(t *testing.T) {
 		installMirrored(t, ns, objs)
 	})
 	t.Run("helm", func(t *testing.T) {
+		t.Parallel()
 		ns := newNamespace(t, "e2e-mirror-helm", nil)
 		objs := renderChart(t, ns, fmt.Sprintf("image:\n  repository: %s\n  tag: %s\nreplicas: 1\n", mirrorRepository, mirrorTag))
 		installMirrored(t, ns, objs)

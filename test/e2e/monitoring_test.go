@@ -77,10 +77,9 @@ var monitoringTools struct {
 	err  error
 }
 
-// monitoringTool returns the path of one of test/monitoring's commands
-// (scrapeconfig, dashboardqueries), building them on first use.
-func monitoringTool(t *testing.T, name string) string {
-	t.Helper()
+// buildMonitoringTools builds test/monitoring's commands, once per test
+// binary (TestMain starts it beside the cluster's start).
+func buildMonitoringTools(ctx context.Context) {
 	monitoringTools.once.Do(func() {
 		start := time.Now()
 		dir, err := os.MkdirTemp("", "handlerkit-e2e-tools-")
@@ -89,9 +88,16 @@ func monitoringTool(t *testing.T, name string) string {
 			return
 		}
 		monitoringTools.dir = dir
-		_, monitoringTools.err = goCommand(context.Background(), monitoringModule(), "build", "-trimpath", "-o", dir+string(filepath.Separator), "./cmd/...")
+		_, monitoringTools.err = goCommand(ctx, monitoringModule(), "build", "-trimpath", "-o", dir+string(filepath.Separator), "./cmd/...")
 		fmt.Fprintf(os.Stderr, "e2e: test/monitoring's commands built in %s\n", time.Since(start).Round(time.Millisecond))
 	})
+}
+
+// monitoringTool returns the path of one of test/monitoring's commands
+// (scrapeconfig, dashboardqueries), building them on first use.
+func monitoringTool(t *testing.T, name string) string {
+	t.Helper()
+	buildMonitoringTools(context.Background())
 	if monitoringTools.err != nil {
 		t.Fatal(monitoringTools.err)
 	}

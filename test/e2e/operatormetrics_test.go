@@ -124,6 +124,7 @@ func leaderPod(t *testing.T, ns string) string {
 // series the run produced, every query of the Grafana dashboard in
 // deploy/grafana runs and every metric it names exists.
 func TestOperatorMetricsThroughTheMetricsService(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-prom-operator", nil)
 	deployOperator(t, ns, withReplicas(2), withArgs("--metrics-service=leader"))
 	waitReplicasReady(t, ns, 2)

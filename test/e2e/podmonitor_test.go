@@ -82,6 +82,7 @@ func declaring(ports ...corev1.ContainerPort) jvmPodOption {
 // one container beside a sidecar that declares a port, and nothing of a pod
 // the exporter does not select.
 func TestPodMonitorScrapesEveryJVMOnce(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-podmonitor", nil)
 	deployOperator(t, ns)
 	ctx := t.Context()

@@ -137,6 +137,7 @@ func echoPod(name string, labels map[string]string) *corev1.Pod {
 // scrapes jmx_exporter's series from it (up == 1), while the JVM the exporter
 // does not select and a selected pod without a JVM are discovered and dropped.
 func TestPrometheusScrapesInjectedPodsThroughTheAnnotations(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-prom-annotations", nil)
 	deployOperator(t, ns)
 	createPod(t, ns, jvmPod("jvm", map[string]string{"app": "annotated"}, testimages.JVMAppRef))

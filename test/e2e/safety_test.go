@@ -19,6 +19,7 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
 	"github.com/handlerkit/handlerkit/pkg/inject"
 	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
+	"github.com/handlerkit/handlerkit/pkg/operator"
 )
 
 // The proof of issue 22 on the real cluster: the operator never kills a JVM
@@ -62,6 +63,7 @@ func sha256Hex(s string) string {
 // the collector's message in ConfigValid; the JVM lives on; the second pod is
 // never touched.
 func TestConfigsTheCollectorRejectsTouchOneJVM(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-rejected", nil)
 	deployOperator(t, ns, withArgs("--resync=2s", "--breaker-window=10s"))
 	ctx := t.Context()
@@ -108,16 +110,25 @@ func TestConfigsTheCollectorRejectsTouchOneJVM(t *testing.T) {
 			t.Errorf("config %d: pod a's agent lines %q, want %d, the last a config-invalid refusal", i, lines, i+1)
 		}
 	}
-	// Over many resyncs: the JVMs live, the second pod was never touched.
-	time.Sleep(20 * time.Second)
-	alive(t, ns, "a")
-	b := alive(t, ns, "b")
-	if n, lines := agentLoads(t, ns, "b", "app"); n != 0 || len(b.Spec.EphemeralContainers) != 0 {
-		t.Errorf("pod b was touched: agent lines %q, %d ephemeral containers", lines, len(b.Spec.EphemeralContainers))
-	}
-	if n, _ := agentLoads(t, ns, "a", "app"); n != len(configs) {
-		t.Errorf("pod a: %d loads, want one per config (%d)", n, len(configs))
-	}
+	// Over many resyncs (--resync=2s): a deliberate pause of 20 s, which
+	// proves that the JVMs live, the second pod is never touched and the
+	// first gets no load beyond one per config, checked every second.
+	holds(t, 20*time.Second, "no restart, no further load", func() (bool, string) {
+		var bad []string
+		for _, name := range []string{"a", "b"} {
+			if n := waitRunning(t, ns, name).Status.ContainerStatuses[0].RestartCount; n != 0 {
+				bad = append(bad, fmt.Sprintf("pod %s restarted %d times", name, n))
+			}
+		}
+		b := waitRunning(t, ns, "b")
+		if n, lines := agentLoads(t, ns, "b", "app"); n != 0 || len(b.Spec.EphemeralContainers) != 0 {
+			bad = append(bad, fmt.Sprintf("pod b was touched: agent lines %q, %d ephemeral containers", lines, len(b.Spec.EphemeralContainers)))
+		}
+		if n, _ := agentLoads(t, ns, "a", "app"); n != len(configs) {
+			bad = append(bad, fmt.Sprintf("pod a: %d loads, want one per config (%d)", n, len(configs)))
+		}
+		return len(bad) == 0, strings.Join(bad, "; ")
+	})
 	if !hasEvent(events(t, ns, "PrometheusJmxExporter", "rejected"), jmxv1alpha1.ReasonConfigInvalid) {
 		t.Error("no ConfigInvalid Event on the exporter")
 	}
@@ -128,6 +139,7 @@ func TestConfigsTheCollectorRejectsTouchOneJVM(t *testing.T) {
 // charts do) is refused before any signal (AgentAlreadyPresent), lives on,
 // and its own agent keeps serving.
 func TestAJVMRunningJmxExporterIsLeftAlone(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-present", nil)
 	deployOperator(t, ns, withArgs("--resync=2s"))
 	ctx := t.Context()
@@ -160,14 +172,17 @@ func TestAJVMRunningJmxExporterIsLeftAlone(t *testing.T) {
 	waitFor(t, 30*time.Second, "an AgentAlreadyPresent Event on the pod", func() (bool, string) {
 		return hasEvent(events(t, ns, "Pod", "kafka"), jmxv1alpha1.ReasonAgentAlreadyPresent), "none"
 	})
-	time.Sleep(10 * time.Second) // five resyncs
+	// Five resyncs (--resync=2s): a deliberate pause of 10 s, which proves
+	// that no second attempt comes, the JVM lives and the project's agent is
+	// never loaded, checked every second.
+	holds(t, 10*time.Second, "one attempt, no load", func() (bool, string) {
+		pod := waitRunning(t, ns, "kafka")
+		n, restarts := len(pod.Spec.EphemeralContainers), pod.Status.ContainerStatuses[0].RestartCount
+		loads, lines := agentLoads(t, ns, "kafka", "app")
+		return n == 1 && restarts == 0 && loads == 0,
+			fmt.Sprintf("%d ephemeral containers (want exactly 1 attempt), %d restarts, the project's agent's lines %q", n, restarts, lines)
+	})
 	pod = alive(t, ns, "kafka")
-	if n := len(pod.Spec.EphemeralContainers); n != 1 {
-		t.Errorf("%d ephemeral containers, want exactly 1 attempt", n)
-	}
-	if n, lines := agentLoads(t, ns, "kafka", "app"); n != 0 {
-		t.Errorf("the project's agent was loaded: %q", lines)
-	}
 	waitScrape(t, pod.Status.PodIP, 9404, heapMetric)
 }
 
@@ -194,8 +209,11 @@ exit 1`}
 // output); the other pod, and the dead one's next start, are never touched
 // over many resyncs.
 func TestAJVMThatDiesAfterTheLoadOpensTheBreaker(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-breaker", nil)
-	deployOperator(t, ns, withArgs("--resync=2s"))
+	// The default breaker window (deployOperator shortens it): the JVM's
+	// death must fall within it on however busy a node.
+	deployOperator(t, ns, withArgs("--resync=2s", "--breaker-window="+operator.DefaultBreakerWindow.String()))
 	labels := map[string]string{"app": "dies"}
 	for _, name := range []string{"dies-a", "dies-b"} {
 		p := jvmPod(name, labels, testimages.JVMAppRef)
@@ -218,9 +236,16 @@ func TestAJVMThatDiesAfterTheLoadOpensTheBreaker(t *testing.T) {
 	waitFor(t, 30*time.Second, "a JVMEndedAfterInjection Event", func() (bool, string) {
 		return hasEvent(events(t, ns, "PrometheusJmxExporter", "dies"), jmxv1alpha1.ReasonJVMEndedAfterInjection), "none"
 	})
-	// Fifteen resyncs: no second JVM dies, the dead one's next start and
-	// the other pod are left alone.
-	time.Sleep(30 * time.Second)
+	// Fifteen resyncs (--resync=2s): a deliberate pause of 30 s, which
+	// proves that no second JVM dies and that the dead one's next start and
+	// the other pod are left alone, checked every second.
+	holds(t, 30*time.Second, "one death, no further attempt", func() (bool, string) {
+		a, b := waitRunning(t, ns, "dies-a"), waitRunning(t, ns, "dies-b")
+		ra, ea := a.Status.ContainerStatuses[0].RestartCount, len(a.Spec.EphemeralContainers)
+		rb, eb := b.Status.ContainerStatuses[0].RestartCount, len(b.Spec.EphemeralContainers)
+		return ra == 1 && ea == 1 && rb == 0 && eb == 0,
+			fmt.Sprintf("dies-a: %d restarts, %d ephemeral containers (want 1, 1); dies-b: %d restarts, %d ephemeral containers (want 0, 0)", ra, ea, rb, eb)
+	})
 	a := waitRunning(t, ns, "dies-a")
 	if n := a.Status.ContainerStatuses[0].RestartCount; n != 1 {
 		t.Errorf("dies-a restarted %d times, want exactly once", n)
@@ -281,6 +306,7 @@ func operatorMetric(t *testing.T, ns, result, reason string) float64 {
 // fifteen resyncs covers what ten minutes of a 10m resync would twice. A
 // change of the exporter's spec then allows exactly one more attempt each.
 func TestPermanentReasonsAreTriedOncePerChange(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-permanent", nil)
 	ctx := t.Context()
 	// An admission policy that denies ephemeral containers to pods labelled
@@ -371,16 +397,9 @@ func TestPermanentReasonsAreTriedOncePerChange(t *testing.T) {
 			t.Errorf("Degraded does not name %s/app: %s", c.pod, c.reason)
 		}
 	}
-	hold := func(d time.Duration, round int) {
-		deadline := time.Now().Add(d)
-		for time.Now().Before(deadline) {
-			if ok, state := counts(round)(); !ok {
-				t.Fatalf("round %d: %s", round, state)
-			}
-			time.Sleep(2 * time.Second)
-		}
-	}
-	hold(30*time.Second, 1)
+	// Fifteen resyncs (--resync=2s): a deliberate pause of 30 s, which
+	// proves that no reason is tried again, checked every second.
+	holds(t, 30*time.Second, "round 1's counts", counts(1))
 	// A new generation: one more attempt each.
 	ex = getExporter(t, ns, "permanent")
 	ex.Spec.JVMs = []string{"*"}
@@ -388,7 +407,8 @@ func TestPermanentReasonsAreTriedOncePerChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 4*time.Minute, "one more attempt each", counts(2))
-	hold(20*time.Second, 2)
+	// Ten resyncs: a deliberate pause of 20 s, as above.
+	holds(t, 20*time.Second, "round 2's counts", counts(2))
 	for _, c := range cases {
 		alive(t, ns, c.pod)
 	}
@@ -401,6 +421,7 @@ func TestPermanentReasonsAreTriedOncePerChange(t *testing.T) {
 // operator would; the count is then 2 (the second agent refuses with
 // agent-already-present, and the JVM lives).
 func TestAgentLoadCountSeesASecondLoad(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t, "e2e-twice", nil)
 	deployOperator(t, ns)
 	labels := map[string]string{"app": "twice"}

@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,23 +30,40 @@ import (
 // administrator allowed (--allowed-agent-images) besides the operator's own.
 const mirrorAgentRef = "localhost/handlerkit/jmx-agent-mirror:v1"
 
+// mirrorAgent is the outcome of loading the mirror's image, once per test
+// binary: the tests that use it run in parallel.
+var mirrorAgent struct {
+	once sync.Once
+	err  error
+}
+
 // loadMirrorAgent loads the agent image that the suite built under
-// mirrorAgentRef too.
+// mirrorAgentRef too, once per test binary.
 func loadMirrorAgent(t *testing.T) {
 	t.Helper()
-	if agentArchive == "" {
-		t.Fatal("the suite built no agent image")
-	}
-	img, err := tarball.ImageFromPath(agentArchive, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "jmx-agent-mirror.tar")
-	if err := images.WriteDockerArchive(file, mirrorAgentRef, img); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.LoadImageArchive(t.Context(), file); err != nil {
-		t.Fatal(err)
+	mirrorAgent.once.Do(func() {
+		mirrorAgent.err = func() error {
+			if agentArchive == "" {
+				return errors.New("the suite built no agent image")
+			}
+			img, err := tarball.ImageFromPath(agentArchive, nil)
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "handlerkit-e2e-mirror-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			file := filepath.Join(dir, "jmx-agent-mirror.tar")
+			if err := images.WriteDockerArchive(file, mirrorAgentRef, img); err != nil {
+				return err
+			}
+			return env.LoadImageArchive(context.Background(), file)
+		}()
+	})
+	if mirrorAgent.err != nil {
+		t.Fatalf("the mirror's agent image: %v", mirrorAgent.err)
 	}
 }
 
@@ -147,6 +168,7 @@ func podAnnotations(t *testing.T, ns, name string) (map[string]string, *corev1.P
 // deletion, and a pod whose labels leave the selector loses the operator's
 // annotations and record.
 func TestAnExporterNeverLendsTheOperatorsPower(t *testing.T) {
+	t.Parallel()
 	loadMirrorAgent(t)
 	ns := newNamespace(t, "e2e-trust", map[string]string{"pod-security.kubernetes.io/enforce": "baseline"})
 	deployOperator(t, ns, withArgs("--allowed-agent-images="+mirrorAgentRef))
