@@ -439,8 +439,9 @@ func (n *node) stop(env *Environment) error {
 	return errors.Join(errs...)
 }
 
-// deletePods deletes every pod and waits until the kubelet has confirmed
-// their termination (the pods disappear from the API), at most 30 s.
+// deletePods deletes every pod, each with its own grace period but at most
+// 5 s, and waits until the kubelet has confirmed their termination (the pods
+// disappear from the API), at most 30 s.
 func (n *node) deletePods(env *Environment) error {
 	client, err := kubernetes.NewForConfig(env.Config())
 	if err != nil {
@@ -448,16 +449,22 @@ func (n *node) deletePods(env *Environment) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	all, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("testenv: listing namespaces to delete pods: %w", err)
+		return fmt.Errorf("testenv: listing pods to delete them: %w", err)
 	}
-	grace := int64(5)
-	for _, ns := range nss.Items {
-		err := client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace},
-			metav1.ListOptions{})
+	for _, p := range all.Items {
+		// A container that ignores SIGTERM (a shell's sleep as pid 1) holds
+		// its pod for the whole grace period; a pod that asks for less than
+		// 5 s gets less, but at least 1 s: 0 would delete the pod from the
+		// API at once, before the kubelet has stopped its containers.
+		grace := int64(5)
+		if g := p.Spec.TerminationGracePeriodSeconds; g != nil && *g < grace {
+			grace = max(*g, 1)
+		}
+		err := client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("testenv: deleting pods in %s: %w", ns.Name, err)
+			return fmt.Errorf("testenv: deleting pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
 	for {
