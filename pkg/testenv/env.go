@@ -240,9 +240,6 @@ func startLocal(parent context.Context, o options) (_ *Environment, err error) {
 		return nil, err
 	}
 	env.procs = append(env.procs, etcd)
-	if err := etcd.waitFor(ctx, "healthy", func(ctx context.Context) error { return etcdHealthy(ctx, etcdURL) }); err != nil {
-		return nil, err
-	}
 
 	args := append([]string{
 		"--etcd-servers=" + etcdURL,
@@ -268,6 +265,12 @@ func startLocal(parent context.Context, o options) (_ *Environment, err error) {
 		return nil, err
 	}
 	env.procs = append(env.procs, apiserver)
+	// The apiserver starts beside etcd, which takes most of a second to
+	// elect itself leader, while the apiserver spends about as long loading
+	// before it first dials etcd (it retries until etcd answers).
+	if err := etcd.waitFor(ctx, "healthy", func(ctx context.Context) error { return etcdHealthy(ctx, etcdURL) }); err != nil {
+		return nil, err
+	}
 
 	env.config = &rest.Config{
 		Host: "https://" + net.JoinHostPort(apiIP, strconv.Itoa(apiPort)),
