@@ -410,9 +410,10 @@ func (n *node) waitReady(ctx context.Context, env *Environment) error {
 func (n *node) stop(env *Environment) error {
 	var errs []error
 	// The controllers first, so that no ReplicaSet replaces a deleted pod
-	// and no scheduler binds a new one.
+	// and no scheduler binds a new one. They keep no state outside the API,
+	// so SIGKILL ends them at once, without their graceful shutdown.
 	for _, p := range n.controls {
-		p.stop(10 * time.Second)
+		p.stop(0)
 	}
 	if n.kubelet != nil {
 		if exited, _ := n.kubelet.Exited(); !exited && env.config != nil {
