@@ -199,13 +199,21 @@ var processLock sync.Mutex
 
 // acquireClusterLock waits, as long as ctx allows, for the machine-wide lock.
 // When progress is not nil and another environment holds the lock, it says
-// so there once.
-func acquireClusterLock(ctx context.Context, progress io.Writer) (*os.File, error) {
+// so there once, and once it has the lock, how long it waited (so that a
+// test's time in a log can be told apart from its wait).
+func acquireClusterLock(ctx context.Context, progress io.Writer) (_ *os.File, err error) {
+	start, waited := time.Now(), false
+	defer func() {
+		if waited && err == nil && progress != nil {
+			fmt.Fprintf(progress, "testenv: waited %s for the cluster-mode lock\n", time.Since(start).Round(time.Millisecond))
+		}
+	}()
 	locked := make(chan struct{})
 	go func() { processLock.Lock(); close(locked) }()
 	select {
 	case <-locked:
 	case <-time.After(100 * time.Millisecond):
+		waited = true
 		if progress != nil {
 			fmt.Fprintf(progress, "testenv: waiting for another cluster-mode environment of this process to stop\n")
 		}
@@ -228,6 +236,7 @@ func acquireClusterLock(ctx context.Context, progress io.Writer) (*os.File, erro
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
 			return f, nil
 		}
+		waited = true
 		if !waiting && progress != nil {
 			fmt.Fprintf(progress, "testenv: waiting for another test binary's cluster-mode environment to stop (%s)\n", clusterLockPath)
 		}
