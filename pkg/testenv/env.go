@@ -240,9 +240,6 @@ func startLocal(parent context.Context, o options) (_ *Environment, err error) {
 		return nil, err
 	}
 	env.procs = append(env.procs, etcd)
-	if err := etcd.waitFor(ctx, "healthy", func(ctx context.Context) error { return etcdHealthy(ctx, etcdURL) }); err != nil {
-		return nil, err
-	}
 
 	args := append([]string{
 		"--etcd-servers=" + etcdURL,
@@ -268,6 +265,12 @@ func startLocal(parent context.Context, o options) (_ *Environment, err error) {
 		return nil, err
 	}
 	env.procs = append(env.procs, apiserver)
+	// The apiserver starts beside etcd, which takes most of a second to
+	// elect itself leader, while the apiserver spends about as long loading
+	// before it first dials etcd (it retries until etcd answers).
+	if err := etcd.waitFor(ctx, "healthy", func(ctx context.Context) error { return etcdHealthy(ctx, etcdURL) }); err != nil {
+		return nil, err
+	}
 
 	env.config = &rest.Config{
 		Host: "https://" + net.JoinHostPort(apiIP, strconv.Itoa(apiPort)),
@@ -353,8 +356,15 @@ func (e *Environment) Stop() error {
 			nodeErr = e.node.stop(e)
 		}
 		// The apiserver first: it would otherwise log etcd errors as it goes.
+		// It gets SIGKILL at once: its graceful shutdown spends a second
+		// (v1.36.3: stopping the ServiceCIDR allocator) on state that is
+		// thrown away with etcd's data; etcd still gets SIGTERM.
 		for i := len(e.procs) - 1; i >= 0; i-- {
-			e.procs[i].stop(10 * time.Second)
+			grace := 10 * time.Second
+			if e.procs[i].Name == "kube-apiserver" {
+				grace = 0
+			}
+			e.procs[i].stop(grace)
 		}
 		releasePorts(e.ports...)
 		if e.dir != "" {

@@ -46,10 +46,6 @@ func TestMain(m *testing.M) {
 		runNodeChild()
 		return
 	}
-	if os.Getenv(proxyChildEnvVar) != "" {
-		runProxyChild()
-		return
-	}
 	os.Exit(shared.Main(m))
 }
 
@@ -264,65 +260,6 @@ metadata: {name: example}
 	}
 }
 
-func TestStopLeavesNoProcessOrDirectory(t *testing.T) {
-	env, err := testenv.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	procs := env.Processes()
-	if len(procs) != 2 {
-		t.Fatalf("want etcd and kube-apiserver, got %d processes", len(procs))
-	}
-	dir := env.Dir()
-	if err := env.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range procs {
-		if alive(p.Pid()) {
-			t.Errorf("%s (pid %d) still running after Stop", p.Name, p.Pid())
-		}
-		if exited, _ := p.Exited(); !exited {
-			t.Errorf("%s not reaped after Stop", p.Name)
-		}
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("temp dir %s still exists after Stop (stat: %v)", dir, err)
-	}
-	if err := env.Stop(); err != nil {
-		t.Errorf("a second Stop must be a no-op, got %v", err)
-	}
-}
-
-func TestTwoEnvironmentsRunAtOnce(t *testing.T) {
-	t.Parallel()
-	var envs [2]*testenv.Environment
-	var errs [2]error
-	var wg sync.WaitGroup
-	for i := range envs {
-		wg.Go(func() { envs[i], errs[i] = testenv.Start(t.Context()) })
-	}
-	wg.Wait()
-	for i := range envs {
-		if envs[i] != nil {
-			t.Cleanup(func() { _ = envs[i].Stop() })
-		}
-		if errs[i] != nil {
-			t.Fatalf("environment %d: %v", i, errs[i])
-		}
-	}
-	if envs[0].Config().Host == envs[1].Config().Host {
-		t.Fatalf("both environments listen on %s", envs[0].Config().Host)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-in-first"}}
-	if _, err := envs[0].Clientset().CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := envs[1].Clientset().CoreV1().Namespaces().Get(t.Context(), "only-in-first", metav1.GetOptions{})
-	if !apierrors.IsNotFound(err) {
-		t.Fatalf("the second environment sees the first one's namespace (err=%v): they share storage", err)
-	}
-}
-
 func TestStartFailureShowsTheLogTail(t *testing.T) {
 	_, err := testenv.Start(t.Context(), testenv.WithAPIServerArgs("--no-such-flag=1"))
 	if err == nil {
@@ -424,7 +361,20 @@ func startChild(t *testing.T, envVar string) (*exec.Cmd, *bufio.Scanner) {
 	return cmd, bufio.NewScanner(out)
 }
 
-func TestProcessesDieWithTheTestBinary(t *testing.T) {
+// TestProcessesDieWithTheTestBinaryTwoRunAtOnceAndStopCleansUp proves, with
+// three control planes where three tests used to start five (each start and
+// stop is seconds on the node lane, which runs pkg/testenv):
+//
+//   - the processes of a test binary killed with SIGKILL die with it, and its
+//     directory is left until the next Start removes it (formerly
+//     TestProcessesDieWithTheTestBinary, which started one more environment
+//     as that next Start; here the two environments below are it);
+//   - two environments started at once listen on their own ports and keep
+//     their own storage (formerly TestTwoEnvironmentsRunAtOnce);
+//   - Stop ends and reaps etcd and kube-apiserver and removes the directory,
+//     and a second Stop is a no-op (formerly TestStopLeavesNoProcessOrDirectory,
+//     which started an environment of its own for it).
+func TestProcessesDieWithTheTestBinaryTwoRunAtOnceAndStopCleansUp(t *testing.T) {
 	cmd, scanner := startChild(t, childEnvVar)
 	var pids []int
 	var dir string
@@ -463,18 +413,65 @@ func TestProcessesDieWithTheTestBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("control-plane processes %v outlived the killed test binary", pids)
 	}
-
 	// The dead binary's directory is removed by the next Start.
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("expected the killed child's dir to remain until the next Start: %v", err)
 	}
-	another, err := testenv.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
+
+	// Two at once; each of them is a next Start for the killed child.
+	var envs [2]*testenv.Environment
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range envs {
+		wg.Go(func() { envs[i], errs[i] = testenv.Start(t.Context()) })
 	}
-	defer another.Stop()
+	wg.Wait()
+	for i := range envs {
+		if envs[i] != nil {
+			t.Cleanup(func() { _ = envs[i].Stop() })
+		}
+		if errs[i] != nil {
+			t.Fatalf("environment %d: %v", i, errs[i])
+		}
+	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("stale dir %s of a killed test binary was not removed by Start", dir)
+	}
+	if envs[0].Config().Host == envs[1].Config().Host {
+		t.Fatalf("both environments listen on %s", envs[0].Config().Host)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-in-first"}}
+	if _, err := envs[0].Clientset().CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = envs[1].Clientset().CoreV1().Namespaces().Get(t.Context(), "only-in-first", metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("the second environment sees the first one's namespace (err=%v): they share storage", err)
+	}
+
+	// Stop: no process, no directory; twice is fine.
+	env := envs[0]
+	procs := env.Processes()
+	if len(procs) != 2 {
+		t.Fatalf("want etcd and kube-apiserver, got %d processes", len(procs))
+	}
+	envDir := env.Dir()
+	if err := env.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if alive(p.Pid()) {
+			t.Errorf("%s (pid %d) still running after Stop", p.Name, p.Pid())
+		}
+		if exited, _ := p.Exited(); !exited {
+			t.Errorf("%s not reaped after Stop", p.Name)
+		}
+	}
+	if _, err := os.Stat(envDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temp dir %s still exists after Stop (stat: %v)", envDir, err)
+	}
+	if err := env.Stop(); err != nil {
+		t.Errorf("a second Stop must be a no-op, got %v", err)
 	}
 }
 

@@ -199,13 +199,21 @@ var processLock sync.Mutex
 
 // acquireClusterLock waits, as long as ctx allows, for the machine-wide lock.
 // When progress is not nil and another environment holds the lock, it says
-// so there once.
-func acquireClusterLock(ctx context.Context, progress io.Writer) (*os.File, error) {
+// so there once, and once it has the lock, how long it waited (so that a
+// test's time in a log can be told apart from its wait).
+func acquireClusterLock(ctx context.Context, progress io.Writer) (_ *os.File, err error) {
+	start, waited := time.Now(), false
+	defer func() {
+		if waited && err == nil && progress != nil {
+			fmt.Fprintf(progress, "testenv: waited %s for the cluster-mode lock\n", time.Since(start).Round(time.Millisecond))
+		}
+	}()
 	locked := make(chan struct{})
 	go func() { processLock.Lock(); close(locked) }()
 	select {
 	case <-locked:
 	case <-time.After(100 * time.Millisecond):
+		waited = true
 		if progress != nil {
 			fmt.Fprintf(progress, "testenv: waiting for another cluster-mode environment of this process to stop\n")
 		}
@@ -228,6 +236,7 @@ func acquireClusterLock(ctx context.Context, progress io.Writer) (*os.File, erro
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
 			return f, nil
 		}
+		waited = true
 		if !waiting && progress != nil {
 			fmt.Fprintf(progress, "testenv: waiting for another test binary's cluster-mode environment to stop (%s)\n", clusterLockPath)
 		}
@@ -410,9 +419,10 @@ func (n *node) waitReady(ctx context.Context, env *Environment) error {
 func (n *node) stop(env *Environment) error {
 	var errs []error
 	// The controllers first, so that no ReplicaSet replaces a deleted pod
-	// and no scheduler binds a new one.
+	// and no scheduler binds a new one. They keep no state outside the API,
+	// so SIGKILL ends them at once, without their graceful shutdown.
 	for _, p := range n.controls {
-		p.stop(10 * time.Second)
+		p.stop(0)
 	}
 	if n.kubelet != nil {
 		if exited, _ := n.kubelet.Exited(); !exited && env.config != nil {
@@ -439,8 +449,9 @@ func (n *node) stop(env *Environment) error {
 	return errors.Join(errs...)
 }
 
-// deletePods deletes every pod and waits until the kubelet has confirmed
-// their termination (the pods disappear from the API), at most 30 s.
+// deletePods deletes every pod, each with its own grace period but at most
+// 5 s, and waits until the kubelet has confirmed their termination (the pods
+// disappear from the API), at most 30 s.
 func (n *node) deletePods(env *Environment) error {
 	client, err := kubernetes.NewForConfig(env.Config())
 	if err != nil {
@@ -448,16 +459,22 @@ func (n *node) deletePods(env *Environment) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	all, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("testenv: listing namespaces to delete pods: %w", err)
+		return fmt.Errorf("testenv: listing pods to delete them: %w", err)
 	}
-	grace := int64(5)
-	for _, ns := range nss.Items {
-		err := client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace},
-			metav1.ListOptions{})
+	for _, p := range all.Items {
+		// A container that ignores SIGTERM (a shell's sleep as pid 1) holds
+		// its pod for the whole grace period; a pod that asks for less than
+		// 5 s gets less, but at least 1 s: 0 would delete the pod from the
+		// API at once, before the kubelet has stopped its containers.
+		grace := int64(5)
+		if g := p.Spec.TerminationGracePeriodSeconds; g != nil && *g < grace {
+			grace = max(*g, 1)
+		}
+		err := client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("testenv: deleting pods in %s: %w", ns.Name, err)
+			return fmt.Errorf("testenv: deleting pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
 	for {

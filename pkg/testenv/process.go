@@ -69,7 +69,8 @@ func (p *Process) Exited() (bool, error) {
 }
 
 // stop asks the process group to end with SIGTERM and uses SIGKILL once grace
-// has passed. It returns once the process has been reaped.
+// has passed (at once for a grace of 0). It returns once the process has been
+// reaped.
 func (p *Process) stop(grace time.Duration) {
 	select {
 	case <-p.done:
@@ -77,10 +78,15 @@ func (p *Process) stop(grace time.Duration) {
 	default:
 	}
 	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
+	if grace > 0 {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-p.done
+		}
+	} else {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-p.done
 	}

@@ -103,6 +103,7 @@ func exec(ctx context.Context, ns, pod, container string, command ...string) (st
 }
 
 func TestDeploymentOfThreeReplicasBecomesAvailable(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	ctx := context.Background()
 	labels := map[string]string{"app": "echo"}
@@ -154,6 +155,7 @@ func TestDeploymentOfThreeReplicasBecomesAvailable(t *testing.T) {
 }
 
 func TestExecThroughAPIServerReturnsOutput(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	runPod(t, toolboxPod(ns, "toolbox"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -183,6 +185,7 @@ func toolboxPod(ns, name string) *corev1.Pod {
 }
 
 func TestEphemeralContainerSeesTargetProcessesAndRoot(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	ctx := context.Background()
 	pod := &corev1.Pod{
@@ -253,6 +256,7 @@ done; echo "no echoserver"; ps -ef 2>/dev/null; exit 1`
 }
 
 func TestPodIPAnswersHTTPFromTheHost(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	pod := runPod(t, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
@@ -292,6 +296,7 @@ func httpGet(t *testing.T, url string) string {
 }
 
 func TestGarbageCollectorDeletesOwnedObjects(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	ctx := context.Background()
 	cms := env.Clientset().CoreV1().ConfigMaps(ns)

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
@@ -67,19 +68,25 @@ func counter(t *testing.T, ip string) float64 {
 	return 0
 }
 
-// assertCounterGrows reads the counter MBean twice and expects it to grow:
-// the app increments it every 100 ms.
+// assertCounterGrows reads the counter MBean until it has grown past its
+// first reading: the app increments it every 100 ms, so a live JVM passes
+// within a few polls; 30 s is the deadline for one that does not.
 func assertCounterGrows(t *testing.T, ip string) {
 	t.Helper()
 	first := counter(t, ip)
-	time.Sleep(500 * time.Millisecond)
-	second := counter(t, ip)
-	if second <= first {
-		t.Fatalf("counter MBean did not grow: %v then %v", first, second)
+	last := first
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, false,
+		func(context.Context) (bool, error) {
+			last = counter(t, ip)
+			return last > first, nil
+		})
+	if err != nil {
+		t.Fatalf("counter MBean did not grow: %v, still %v after 30s", first, last)
 	}
 }
 
 func TestJVMImageRunsAJVMWhoseMBeansCanBeRead(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	pod := runPod(t, jvmPod(ns, "jvm", testimages.JVMAppRef))
 	assertCounterGrows(t, pod.Status.PodIP)
@@ -93,6 +100,7 @@ func TestJVMImageRunsAJVMWhoseMBeansCanBeRead(t *testing.T) {
 }
 
 func TestShelllessImageRunsTheJVMButHasNoShell(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	pod := runPod(t, jvmPod(ns, "slim", testimages.ShelllessJVMRef))
 	assertCounterGrows(t, pod.Status.PodIP)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 )
 
 // env is the one cluster-mode environment every test of this package uses;
-// each test works in a namespace of its own.
+// each test works in a namespace of its own, and they run in parallel
+// (t.Parallel): most of their time is waiting for pods to start.
 var env *testenv.Environment
 
 // agentDir holds the test agent jar and its config, mounted into JVM pods.
@@ -33,11 +35,28 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(work)
-	// Start first: on a machine that cannot run a node, that error (and
-	// the skip it allows without CI) comes before any image build.
+	// The images build while the cluster starts (the start mostly waits for
+	// its components). On a machine that cannot run a node, Start fails at
+	// once, in its preflight, and that error (and the skip it allows
+	// without CI) wins: the build is cancelled and its result ignored.
+	buildCtx, cancelBuild := context.WithCancel(ctx)
+	defer cancelBuild()
+	type built struct {
+		archives []string
+		err      error
+		took     time.Duration
+	}
+	builds := make(chan built, 1)
+	go func() {
+		start := time.Now()
+		archives, err := buildImages(buildCtx, work)
+		builds <- built{archives, err, time.Since(start)}
+	}()
 	start := time.Now()
 	env, err = testenv.Start(ctx, testenv.WithNode())
 	if err != nil {
+		cancelBuild()
+		<-builds
 		return startFailure(err)
 	}
 	defer func() {
@@ -46,19 +65,23 @@ func run(m *testing.M) int {
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "clustertest: cluster started in %s\n", time.Since(start).Round(time.Millisecond))
-	start = time.Now()
-	archives, err := buildImages(ctx, work)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "clustertest: building images: %v\n", err)
+	b := <-builds
+	if b.err != nil {
+		fmt.Fprintf(os.Stderr, "clustertest: building images: %v\n", b.err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "clustertest: images built in %s\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "clustertest: images built in %s (beside the cluster's start)\n", b.took.Round(time.Millisecond))
 	start = time.Now()
-	for _, a := range archives {
-		if err := env.LoadImageArchive(ctx, a); err != nil {
-			fmt.Fprintf(os.Stderr, "clustertest: %v\n", err)
-			return 1
-		}
+	// containerd imports the archives side by side.
+	errs := make([]error, len(b.archives))
+	var wg sync.WaitGroup
+	for i, a := range b.archives {
+		wg.Go(func() { errs[i] = env.LoadImageArchive(ctx, a) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(os.Stderr, "clustertest: %v\n", err)
+		return 1
 	}
 	fmt.Fprintf(os.Stderr, "clustertest: images imported in %s\n", time.Since(start).Round(time.Millisecond))
 	code := m.Run()

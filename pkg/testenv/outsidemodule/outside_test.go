@@ -1,4 +1,4 @@
-package testenv_test
+package outsidemodule
 
 import (
 	"context"
@@ -93,7 +93,7 @@ func TestControlPlaneFromAnotherModuleBuildsItsBinaries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go test in another module and builds kube-apiserver and etcd")
 	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
