@@ -24,7 +24,7 @@ NODE_PKGS := ./pkg/testenv ./pkg/testenv/clustertest ./examples/memcached-operat
 # jvmtest 138 s, pkg/jvm 116 s, then 25 to 50 s each; hack/lanes_test.go
 # checks that they exist and start no node).
 LONG_PKGS := ./pkg/operator ./hack ./pkg/jvm/jvmtest ./pkg/jvm ./cmd/jmx-attach ./pkg/sdk ./test/deploy \
-	./pkg/leader ./pkg/images/testimages ./hack/demo
+	./pkg/testenv/outsidemodule ./pkg/leader ./pkg/images/testimages ./hack/demo
 # How many packages the rest lane builds and runs at once (go test -p): with
 # 2, the next package's test binary links while one runs (go test links every
 # test binary again on each run, a few seconds to 15 s each under -race).
