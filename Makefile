@@ -125,8 +125,8 @@ test-binaries: test-testenv-build
 	$(BIN)/testenv-build -node
 
 # The Go modules of the main module and the test-only modules, and those of
-# the binaries (containerd's and Prometheus' are needed only after the kube
-# binaries are built), downloaded while the binaries build.
+# containerd and Prometheus (built after the kube binaries, which download
+# their own as they build), downloaded while the kube binaries build.
 .PHONY: test-downloads
 test-downloads: test-mod-downloads test-binary-downloads
 
@@ -137,7 +137,7 @@ test-mod-downloads:
 
 .PHONY: test-binary-downloads
 test-binary-downloads: test-testenv-build
-	$(BIN)/testenv-build -download -node -prometheus
+	$(BIN)/testenv-build -download containerd containerd-shim-runc-v2 ctr prometheus
 
 # The packages the tests of PKGS import (not the tests themselves, nor main
 # packages, whose links would be thrown away) compiled with the tests' build

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -191,9 +192,22 @@ func DownloadBinarySources(ctx context.Context, names ...string) error {
 			// go list loads exactly the packages the build compiles, so it
 			// downloads their modules and no others.
 			args := append([]string{"list", "-deps", "-f", "{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}"}, buildArgs(todo)...)
-			var out []byte
-			if out, err = goCommand(ctx, tmp, args...); err != nil || len(bytes.TrimSpace(out)) > 0 {
-				err = fmt.Errorf("testenv: downloading the modules of %s: %v\n%s", describe(todo), err, tail(out, 30))
+			// Only stdout says which packages failed: stderr carries the
+			// "go: downloading" progress lines of a cold module cache.
+			var stdout, stderr bytes.Buffer
+			cmd, cerr := goCmd(ctx, tmp, args...)
+			if cerr != nil {
+				err = cerr
+			} else {
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				err = cmd.Run()
+			}
+			if err != nil || len(bytes.TrimSpace(stdout.Bytes())) > 0 {
+				out := append(stdout.Bytes(), stderr.Bytes()...)
+				if err == nil {
+					err = errors.New("packages failed to load")
+				}
+				err = fmt.Errorf("testenv: downloading the modules of %s: %w\n%s", describe(todo), err, tail(out, 30))
 			}
 		}
 		os.RemoveAll(tmp)
@@ -405,6 +419,16 @@ func buildArgs(todo []recipe) []string {
 // independent of it: no cgo, no workspace, no vendoring, go.mod and go.sum
 // used as they are.
 func goCommand(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	cmd, err := goCmd(ctx, dir, args...)
+	if err != nil {
+		return nil, err
+	}
+	return cmd.CombinedOutput()
+}
+
+// goCmd is the go command goCommand runs, for callers that need stdout and
+// stderr apart.
+func goCmd(ctx context.Context, dir string, args ...string) (*exec.Cmd, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return nil, fmt.Errorf("the go command is not in PATH: %w", err)
@@ -418,7 +442,7 @@ func goCommand(ctx context.Context, dir string, args ...string) ([]byte, error) 
 		"GOFLAGS=-mod=readonly -buildvcs=false",
 	)
 	cmd.WaitDelay = 10 * time.Second
-	return cmd.CombinedOutput()
+	return cmd, nil
 }
 
 // buildError explains a failed build: the tail of go build's output, and
