@@ -419,9 +419,10 @@ const collectorMessage = "Invalid rule pattern java.lang<type=(Memory>: Unclosed
 // (the refused one again: its failure was met with another config), and the
 // others follow only after the breaker window.
 func TestAConfigTheAgentRefusesStopsEveryOtherPod(t *testing.T) {
-	// Mostly holds (proofs that nothing happens over resyncs) in a namespace
-	// of its own: it runs beside the other parallel tests of the package.
-	t.Parallel()
+	// Not parallel: beside the other tests it once saw a second pod given
+	// the refused config 44 ms after the first (2026-11-26, a warm make
+	// test); until that is understood it runs alone, as it always had
+	// (issue 26's note).
 	c := newCluster(t, 4*time.Minute)
 	ns := c.namespace(t, "verdict")
 	labels := map[string]string{"app": "orders"}
