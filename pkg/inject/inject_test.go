@@ -285,6 +285,33 @@ func TestPoolRunsOneJobPerKeyAndBoundsParallelism(t *testing.T) {
 	}
 }
 
+// TestPoolCallsThenOnceTheKeyIsFree: then runs after the job, when the key
+// is free again (a look it triggers may start the next job of the key), and
+// also for a job dropped while it waited.
+func TestPoolCallsThenOnceTheKeyIsFree(t *testing.T) {
+	p := NewPool(1)
+	done := make(chan bool, 2)
+	then := func(key string) func() {
+		return func() { done <- !p.Busy(key) && p.TryRun(context.Background(), key, func(context.Context) {}) }
+	}
+	if !p.TryRunThen(context.Background(), "a", func(context.Context) {}, then("a")) {
+		t.Fatal("a not started")
+	}
+	if free := <-done; !free {
+		t.Fatal("then ran while key a was still busy")
+	}
+	block := make(chan struct{})
+	p.TryRun(context.Background(), "x", func(context.Context) { <-block })
+	ctx, cancel := context.WithCancel(context.Background())
+	p.TryRunThen(ctx, "z", func(context.Context) { t.Error("a job whose context ended while queued ran") }, then("z"))
+	cancel()
+	if free := <-done; !free {
+		t.Fatal("then of a dropped job ran while key z was still busy")
+	}
+	close(block)
+	p.Wait()
+}
+
 // TestSameAttemptsCountsOnlyTheSameRequest checks what bounds the attempts
 // of a container start: the earlier ephemeral containers that ran the very
 // same command with the same config. Another config or command (a changed

@@ -28,6 +28,13 @@ func NewPool(size int) *Pool {
 // ending while it waits drops it. The job gets ctx and should stop when it
 // ends.
 func (p *Pool) TryRun(ctx context.Context, key string, job func(ctx context.Context)) bool {
+	return p.TryRunThen(ctx, key, job, nil)
+}
+
+// TryRunThen is TryRun that calls then (when not nil) once the job has
+// returned, or was dropped, and key is free again: a look that then
+// triggers sees the job done and may start the next job with key.
+func (p *Pool) TryRunThen(ctx context.Context, key string, job func(ctx context.Context), then func()) bool {
 	p.mu.Lock()
 	if _, busy := p.running[key]; busy {
 		p.mu.Unlock()
@@ -41,6 +48,9 @@ func (p *Pool) TryRun(ctx context.Context, key string, job func(ctx context.Cont
 			p.mu.Lock()
 			delete(p.running, key)
 			p.mu.Unlock()
+			if then != nil {
+				then()
+			}
 			p.wg.Done()
 		}()
 		select {

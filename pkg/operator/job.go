@@ -53,15 +53,25 @@ const (
 	resultRetry   = "retry"   // transient
 )
 
+// wake looks at the exporter again, unless the operator is stopping.
+func (r *Reconciler) wake(ctx context.Context, exporter string) {
+	if ctx.Err() != nil {
+		return // the next leader, or the next start, looks at every exporter
+	}
+	if err := r.op.Enqueue(WatchExporters, exporter); err != nil {
+		r.op.Logger().Warnf("operator: wake exporter %s: %v", exporter, err)
+	}
+}
+
+// runJob does the job's tasks. A canary job then says whether the pod cache
+// shows its outcome (see gate).
 func (r *Reconciler) runJob(ctx context.Context, j *job) {
-	defer func() {
-		if err := r.op.Enqueue(WatchExporters, j.exporter); err != nil {
-			r.op.Logger().Warnf("operator: wake exporter %s: %v", j.exporter, err)
-		}
-	}()
 	j.written = map[string]ContainerRecord{}
 	fresh, ok := r.stillNeeded(ctx, j)
 	if !ok {
+		if j.canary {
+			r.canaryEnded(j, true) // nothing was done
+		}
 		return
 	}
 	inUse := portsInUse(fresh)
@@ -75,7 +85,10 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) {
 			r.inject(ctx, j, t, inUse)
 		}
 	}
-	r.awaitCache(ctx, j)
+	shown := r.awaitCache(ctx, j)
+	if j.canary {
+		r.canaryEnded(j, shown && len(j.written) > 0)
+	}
 }
 
 // stillNeeded drops the tasks that the pod's cached record shows done, and
@@ -119,13 +132,14 @@ func (r *Reconciler) stillNeeded(ctx context.Context, j *job) (*corev1.Pod, bool
 const cacheWait = 10 * time.Second
 
 // awaitCache waits until the pod cache shows the records the job wrote (or
-// the pod is gone or replaced), at most cacheWait. The job holds the pod's
+// the pod is gone or replaced), at most cacheWait, and says whether it did.
+// The job holds the pod's
 // slot in the pool until then, so the next look at the exporter cannot plan
 // from a cached pod that predates the record and inject or reconfigure the
 // same container start again (which would add a second ephemeral container).
-func (r *Reconciler) awaitCache(ctx context.Context, j *job) {
+func (r *Reconciler) awaitCache(ctx context.Context, j *job) bool {
 	if len(j.written) == 0 {
-		return
+		return true
 	}
 	deadline := time.Now().Add(cacheWait)
 	for ctx.Err() == nil {
@@ -133,17 +147,18 @@ func (r *Reconciler) awaitCache(ctx context.Context, j *job) {
 		pod.Namespace, pod.Name = j.pod.Namespace, j.pod.Name
 		err := r.read.Get(ctx, &pod, query.FromWatch(WatchPods))
 		if apierrors.IsNotFound(err) || err == nil && (pod.UID != j.pod.UID || showsRecords(&pod, j.written)) {
-			return
+			return true
 		}
 		if time.Now().After(deadline) {
 			r.op.Logger().Warnf("operator: the pod cache did not show the record of %s/%s within %s (%v)", j.pod.Namespace, j.pod.Name, cacheWait, err)
-			return
+			return false
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	return false
 }
 
 // showsRecords says whether pod's record has, for every container in

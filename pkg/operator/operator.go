@@ -174,7 +174,7 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		metrics:    newMetrics(op.Registerer()),
 		conditions: newConditionMetric(op.Registerer()),
 		retries:    newRetries(),
-		canary:     map[string]string{},
+		canary:     map[string]canaryJob{},
 		refused:    map[string]refusal{},
 	}
 	r.strategies = o.Strategies

@@ -38,10 +38,13 @@ type Reconciler struct {
 	conditions *conditionMetric
 	retries    *retries
 	strategies map[jmxv1alpha1.InjectionStrategy]inject.Strategy
-	// canary maps an exporter (namespace/name) to the pod UID of its job
-	// that tries a change first, while it runs.
+	// canary maps an exporter (namespace/name) to its job that tries a
+	// change first (canaryMu guards it); see gate.
 	canaryMu sync.Mutex
-	canary   map[string]string
+	canary   map[string]canaryJob
+	// beforeGate, when set (by tests only), runs in plan between reading
+	// the pods and gating the jobs.
+	beforeGate func(exporter string)
 	// podMonitors is true when the operator keeps a PodMonitor per
 	// exporter: the cluster serves the kind and Options did not disable it.
 	podMonitors bool
@@ -89,10 +92,15 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 	plan := r.plan(ctx, ex)
 	for _, job := range plan.jobs {
 		job := job
-		if r.pool.TryRun(ctx, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) }) && job.canary {
-			r.canaryMu.Lock()
-			r.canary[job.exporter] = string(job.pod.UID)
-			r.canaryMu.Unlock()
+		if job.canary {
+			// Set before the job starts, so that its end finds it.
+			r.setCanary(job.exporter, canaryJob{uid: string(job.pod.UID), pod: job.pod.Name})
+		}
+		// The job wakes the exporter once its pod's slot is free again, so
+		// that the look it triggers sees the job done.
+		wake := func() { r.wake(ctx, job.exporter) }
+		if !r.pool.TryRunThen(ctx, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) }, wake) && job.canary {
+			r.clearCanary(job.exporter, string(job.pod.UID))
 		}
 	}
 	r.releaseDeparted(ctx, ex, plan.departed)
@@ -179,13 +187,15 @@ type plan struct {
 	matched     []*corev1.Pod
 	conflicts   map[string][]string // other exporter -> pods
 	pods        map[string]podState // pod name -> state
-	failures    []string            // "pod/container: Reason: message"
-	pending     []string
-	endpoints   []jmxv1alpha1.MetricsEndpoint
-	portPending []string
-	jobs        []*job
-	retryIn     time.Duration
-	strategyErr string
+	// canaryRunning: the exporter's canary job ran when the pods were read.
+	canaryRunning bool
+	failures      []string // "pod/container: Reason: message"
+	pending       []string
+	endpoints     []jmxv1alpha1.MetricsEndpoint
+	portPending   []string
+	jobs          []*job
+	retryIn       time.Duration
+	strategyErr   string
 	// agentErr says why spec.agent is refused (agentReason: AgentImageNotAllowed
 	// or AgentPathNotAllowed); while it is set nothing runs in any pod.
 	agentErr, agentReason string
@@ -341,6 +351,10 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	}
 	p.agentReason, p.agentErr = r.checkAgent(ex.Spec.Agent)
 
+	// Whether the canary still runs is read before the pods: a canary that
+	// ends later, while this plan is made, may have written its verdict
+	// after the pods were read (see gate).
+	p.canaryRunning = r.canaryRunning(ex.Namespace + "/" + ex.Name)
 	var pods corev1.PodList
 	if err := r.read.List(ctx, ex.Namespace, &pods, query.WithLabelSelector(sel.String()), query.FromWatch(WatchPods)); err != nil {
 		log.Warnf("operator: list pods of %s/%s: %v", ex.Namespace, ex.Name, err)
@@ -366,6 +380,9 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 		r.planPod(ctx, ex, p, pod, valid && p.strategyErr == "" && p.agentErr == "" && !p.breakerOpen, strategy)
 	}
 	p.departed = r.departed(ctx, ex, sel)
+	if r.beforeGate != nil {
+		r.beforeGate(ex.Namespace + "/" + ex.Name)
+	}
 	r.judge(ex, p)
 	if p.configValid.Status != metav1.ConditionTrue || p.breakerOpen || p.agentErr != "" || p.strategyErr != "" {
 		p.jobs = nil
@@ -570,11 +587,26 @@ func (r *Reconciler) gate(exporter string, p *plan) {
 	}
 	r.canaryMu.Lock()
 	defer r.canaryMu.Unlock()
-	if uid, ok := r.canary[exporter]; ok {
-		if r.pool.Busy(uid) {
+	if c, ok := r.canary[exporter]; ok {
+		switch {
+		case p.canaryRunning || r.pool.Busy(c.uid):
 			p.held = "the change is being tried on one container first"
 			p.jobs = nil
 			return // the job wakes the exporter when it ends
+		case c.unconfirmed && time.Now().Before(c.heldUntil) && p.hasPod(c.uid):
+			// The canary's outcome is not known: only its pod is tried,
+			// when its backoff allows.
+			p.held = "the change is being tried on one container first"
+			var keep []*job
+			for _, j := range p.jobs {
+				if string(j.pod.UID) == c.uid {
+					j.tasks, j.canary = j.tasks[:1], true
+					keep = append(keep, j)
+				}
+			}
+			p.jobs = keep
+			p.retryIn = minPositive(p.retryIn, max(time.Until(c.heldUntil), time.Second))
+			return
 		}
 		delete(r.canary, exporter)
 	}
@@ -584,6 +616,74 @@ func (r *Reconciler) gate(exporter string, p *plan) {
 	first.canary = true
 	p.jobs = p.jobs[:1]
 	p.held = "the change is being tried on one container first"
+}
+
+// canaryJob is an exporter's job that tries a change first.
+type canaryJob struct {
+	uid, pod string
+	// unconfirmed is set when the job ended without the pod cache showing
+	// its outcome: its record could not be written, or the cache lagged.
+	// Until heldUntil, no other pod is given the change: the canary's pod
+	// alone is tried again, once its backoff allows.
+	unconfirmed bool
+	heldUntil   time.Time
+}
+
+func (r *Reconciler) setCanary(exporter string, c canaryJob) {
+	r.canaryMu.Lock()
+	defer r.canaryMu.Unlock()
+	r.canary[exporter] = c
+}
+
+// clearCanary forgets exporter's canary when it is the job of pod uid.
+func (r *Reconciler) clearCanary(exporter, uid string) {
+	r.canaryMu.Lock()
+	defer r.canaryMu.Unlock()
+	if r.canary[exporter].uid == uid {
+		delete(r.canary, exporter)
+	}
+}
+
+// canaryRunning says whether exporter's canary job is queued or running.
+func (r *Reconciler) canaryRunning(exporter string) bool {
+	r.canaryMu.Lock()
+	defer r.canaryMu.Unlock()
+	c, ok := r.canary[exporter]
+	return ok && r.pool.Busy(c.uid)
+}
+
+// canaryEnded records how j, a canary, ended: confirmed when the pod cache
+// shows every record it wrote (or it had nothing left to do), so that the
+// next plan sees its outcome.
+func (r *Reconciler) canaryEnded(j *job, confirmed bool) {
+	r.canaryMu.Lock()
+	defer r.canaryMu.Unlock()
+	c, ok := r.canary[j.exporter]
+	if !ok || c.uid != string(j.pod.UID) {
+		return
+	}
+	if confirmed {
+		c.unconfirmed, c.heldUntil = false, time.Time{}
+	} else {
+		// Long enough for the pod's first backoffs and the cache to catch
+		// up; a pod that cannot be tried again within it gives way.
+		c.unconfirmed, c.heldUntil = true, time.Now().Add(max(r.opts.BreakerWindow, canaryHold))
+	}
+	r.canary[j.exporter] = c
+}
+
+// canaryHold is the shortest time a canary whose outcome is unknown holds
+// its exporter's change back from the other pods.
+const canaryHold = time.Minute
+
+// hasPod says whether the plan matched the pod with uid.
+func (p *plan) hasPod(uid string) bool {
+	for _, pod := range p.matched {
+		if string(pod.UID) == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // ownerOf returns the exporter that injects pod: of all exporters whose
