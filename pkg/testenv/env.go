@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"net"
 	"net/http"
 	"os"
@@ -54,6 +55,20 @@ type options struct {
 	apiserverArgs []string
 	startTimeout  time.Duration
 	node          nodeOptions
+	crdDirs       []string
+	crds          []*apiextensionsv1.CustomResourceDefinition // read from crdDirs by Start
+}
+
+// WithCRDsFromDir installs the CustomResourceDefinitions in dir, as
+// InstallCRDsFromDir does, as soon as the apiserver is ready: in cluster mode
+// before kube-controller-manager starts, so that its garbage collector
+// follows owner references to and from the custom resources from its first
+// second. A CRD installed after Start is seen by the garbage collector only
+// at its next discovery, up to 30 seconds later. Start fails, before it
+// starts anything, when dir holds no CRD. With an existing cluster
+// (EnvKubeconfig) the CRDs are installed there.
+func WithCRDsFromDir(dir string) Option {
+	return func(o *options) { o.crdDirs = append(o.crdDirs, dir) }
 }
 
 // WithAPIServerArgs adds flags to kube-apiserver's command line, after the
@@ -93,8 +108,26 @@ func Start(ctx context.Context, opts ...Option) (*Environment, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	// A directory without CRDs fails before anything starts.
+	for _, d := range o.crdDirs {
+		crds, err := ReadCRDs(d)
+		if err == nil && len(crds) == 0 {
+			err = fmt.Errorf("testenv: no CustomResourceDefinition in %s", d)
+		}
+		if err != nil {
+			return nil, err
+		}
+		o.crds = append(o.crds, crds...)
+	}
 	if path := os.Getenv(EnvKubeconfig); path != "" {
-		return startExisting(path)
+		env, err := startExisting(path)
+		if err == nil && len(o.crds) > 0 {
+			err = env.InstallCRDs(ctx, o.crds...)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return env, nil
 	}
 	if o.node.enabled && o.startTimeout == defaultStartTimeout {
 		// Importing large image archives and the first pods take longer.
@@ -301,6 +334,11 @@ func startLocal(parent context.Context, o options) (_ *Environment, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(o.crds) > 0 {
+		if err := env.InstallCRDs(ctx, o.crds...); err != nil {
+			return nil, err
+		}
 	}
 	if o.node.enabled {
 		if err := startNode(ctx, env, o); err != nil {

@@ -505,3 +505,24 @@ func BenchmarkStart(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// TestStartWithADirWithoutCRDsFailsBeforeStarting: WithCRDsFromDir names a
+// directory without CRDs (or none at all): Start says so and starts nothing.
+// That the CRDs of a good directory are served, and followed by the garbage
+// collector, is clustertest's TestGarbageCollectorDeletesOwnedObjects.
+func TestStartWithADirWithoutCRDsFailsBeforeStarting(t *testing.T) {
+	empty := t.TempDir()
+	for dir, want := range map[string]string{
+		empty:                             "no CustomResourceDefinition in " + empty,
+		filepath.Join(empty, "not-there"): "reading CRD dir",
+	} {
+		env, err := testenv.Start(t.Context(), testenv.WithCRDsFromDir(dir))
+		if err == nil {
+			env.Stop()
+			t.Fatalf("Start with %s succeeded", dir)
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start with %s: %v, want %q", dir, err, want)
+		}
+	}
+}

@@ -15,8 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
@@ -295,6 +298,9 @@ func httpGet(t *testing.T, url string) string {
 	return string(b)
 }
 
+// TestGarbageCollectorDeletesOwnedObjects: the controller-manager's garbage
+// collector deletes what a deleted owner owned, for a built-in owner and for
+// a custom resource whose CRD was installed at Start (WithCRDsFromDir).
 func TestGarbageCollectorDeletesOwnedObjects(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
@@ -304,23 +310,36 @@ func TestGarbageCollectorDeletesOwnedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: "owned",
-		OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID,
-		}},
-	}}, metav1.CreateOptions{})
+	widgets := dynamic.NewForConfigOrDie(env.Config()).Resource(schema.GroupVersionResource{
+		Group: "clustertest.handlerkit.dev", Version: "v1", Resource: "widgets"}).Namespace(ns)
+	widget, err := widgets.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "clustertest.handlerkit.dev/v1", "kind": "Widget", "metadata": map[string]any{"name": "owner"}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for name, ref := range map[string]metav1.OwnerReference{
+		"owned":           {APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID},
+		"owned-by-widget": {APIVersion: "clustertest.handlerkit.dev/v1", Kind: "Widget", Name: widget.GetName(), UID: widget.GetUID()},
+	} {
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{ref}}},
+			metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := cms.Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cms.Get(ctx, "owned", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Fatalf("owned ConfigMap still exists a minute after its owner was deleted: %v", err)
+	if err := widgets.Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"owned", "owned-by-widget"} {
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := cms.Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Fatalf("ConfigMap %s still exists two minutes after its owner was deleted: %v", name, err)
+		}
 	}
 }

@@ -20,6 +20,23 @@ import (
 // (t.Parallel): most of their time is waiting for pods to start.
 var env *testenv.Environment
 
+// widgetCRD is a namespaced custom resource, Widget, installed at Start.
+const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.clustertest.handlerkit.dev
+spec:
+  group: clustertest.handlerkit.dev
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
 // agentDir holds the test agent jar and its config, mounted into JVM pods.
 var agentDir string
 
@@ -52,8 +69,19 @@ func run(m *testing.M) int {
 		archives, err := buildImages(buildCtx, work)
 		builds <- built{archives, err, time.Since(start)}
 	}()
+	// A CRD installed at Start, before the controller-manager: the garbage
+	// collector follows owner references to its resources at once
+	// (TestGarbageCollectorDeletesOwnedObjects).
+	crdDir := filepath.Join(work, "crds")
+	if err := os.MkdirAll(crdDir, 0o700); err == nil {
+		err = os.WriteFile(filepath.Join(crdDir, "widgets.yaml"), []byte(widgetCRD), 0o600)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	start := time.Now()
-	env, err = testenv.Start(ctx, testenv.WithNode())
+	env, err = testenv.Start(ctx, testenv.WithNode(), testenv.WithCRDsFromDir(crdDir))
 	if err != nil {
 		cancelBuild()
 		<-builds
