@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,10 +12,12 @@ import (
 )
 
 // client-go reports its requests through process-global hooks that can be
-// set only once (k8s.io/client-go/tools/metrics.Register). The first New
-// sets them to record into these collectors, and every Operator registers
-// the same collectors into its own registry. Names, labels, help and
-// buckets follow k8s.io/component-base, so existing dashboards work.
+// set only once (k8s.io/client-go/tools/metrics.Register), and every
+// request of every goroutine reads them without synchronisation. This
+// package sets them in init, before any goroutine of the program runs, to
+// record into these collectors, and every Operator registers the same
+// collectors into its own registry. Names, labels, help and buckets follow
+// k8s.io/component-base, so existing dashboards work.
 var (
 	clientRequestBuckets = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0}
 
@@ -34,8 +35,6 @@ var (
 		Help:    "Client side rate limiter latency in seconds. Broken down by verb, and host.",
 		Buckets: clientRequestBuckets,
 	}, []string{"verb", "host"})
-
-	hookClientMetrics sync.Once
 )
 
 // requestResult records rest_client_requests_total.
@@ -54,19 +53,25 @@ func (l requestLatency) Observe(_ context.Context, verb string, u url.URL, d tim
 	l.h.WithLabelValues(verb, u.Host).Observe(d.Seconds())
 }
 
-// clientMetricsHooked sets client-go's hooks once per process and reports
-// whether they record into this package's collectors: they do not when
-// another library set them first.
-func clientMetricsHooked() bool {
-	hookClientMetrics.Do(func() {
-		clientmetrics.Register(clientmetrics.RegisterOpts{
-			RequestResult:      requestResult{},
-			RequestLatency:     requestLatency{clientRequestDuration},
-			RateLimiterLatency: requestLatency{clientRateLimiterDuration},
-		})
+// Importing this package sets client-go's request metric hooks, as
+// controller-runtime's metrics package does: the hooks record every
+// client-go request of the process, not only the Operators'. Register
+// takes effect once per process, so when another package's init (or a
+// program's own code run before this init) registered first, its hooks
+// stay and this package's collectors record nothing.
+func init() {
+	clientmetrics.Register(clientmetrics.RegisterOpts{
+		RequestResult:      requestResult{},
+		RequestLatency:     requestLatency{clientRequestDuration},
+		RateLimiterLatency: requestLatency{clientRateLimiterDuration},
 	})
-	// Register has returned, in this or another goroutine, so reading the
-	// hook it set does not race with setting it.
+}
+
+// clientMetricsHooked reports whether client-go's hooks record into this
+// package's collectors: they do not when another library registered first.
+// The hooks are written only during init (Register is once-only), so
+// reading them here does not race with requests.
+func clientMetricsHooked() bool {
 	_, ours := clientmetrics.RequestResult.(requestResult)
 	return ours
 }
@@ -76,7 +81,7 @@ func clientMetricsHooked() bool {
 // names is logged, not fatal: the metrics are then that library's.
 func registerClientMetrics(reg prometheus.Registerer, log logrus.FieldLogger) {
 	if !clientMetricsHooked() {
-		log.Warn("client-go's request metrics were hooked by another library before sdk.New; rest_client_* series are not exported by the Operator")
+		log.Warn("client-go's request metrics were hooked by another library before package sdk's init; rest_client_* series are not exported by the Operator")
 		return
 	}
 	for _, c := range []prometheus.Collector{clientRequests, clientRequestDuration, clientRateLimiterDuration} {

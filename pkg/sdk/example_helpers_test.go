@@ -57,7 +57,8 @@ func ExampleTypedHandler() {
 }
 
 // One log stream: the Operator's JSON logger also receives what client-go
-// logs through klog. WithoutKlogRouting leaves klog alone.
+// logs through klog. WithoutKlogRouting leaves klog's lines where they
+// went before: here, with the first Operator.
 func ExampleWithoutKlogRouting() {
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	if err != nil {

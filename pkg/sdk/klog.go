@@ -3,29 +3,41 @@ package sdk
 import (
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/sirupsen/logrus"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 )
 
-// WithoutKlogRouting leaves klog, the logger of client-go and the rest of
-// the Kubernetes libraries, as it is. By default New routes klog into the
-// Operator's logger (see routeKlog), so that the process writes one log
-// format.
+// WithoutKlogRouting keeps New from routing klog into this Operator's
+// logger. klog keeps writing where it wrote before: to the logger of the
+// last Operator created with routing or, when there is none, to stderr in
+// klog's text format. Use it for a second Operator in a process whose klog
+// lines belong to the first, or in a program that sets its own klog logger.
+//
+// It does not leave klog untouched: importing the package installs its
+// klog sink, whatever options New is given (see "Process-wide state" in
+// the package documentation).
 func WithoutKlogRouting() Option { return func(c *config) { c.noKlogRouting = true } }
 
-var (
-	// klogDestination is the logger klog writes to: the last Operator's
-	// that New created with klog routing.
-	klogDestination atomic.Pointer[logrus.FieldLogger]
-	// klogInstalled installs the sink once per process. klog's SetLogger
-	// is not safe while other goroutines log, so later Operators only
-	// swap klogDestination.
-	klogInstalled sync.Once
-)
+// klog, the logger of client-go and the rest of the Kubernetes libraries,
+// is process-wide, and klog.SetLogger is not safe while other goroutines
+// log: every klog call and every klog.Background or klog.FromContext reads
+// the logger it sets without synchronisation. So the package sets it once,
+// in init, before any goroutine of the program runs, to a sink whose
+// destination New swaps atomically (klogDestination): the logger of the
+// last Operator created with routing, or, while there is none, klog's text
+// format on stderr (k8s.io/klog/v2/textlogger) gated by klog's -v and
+// -vmodule. The package documentation says what this costs.
+func init() {
+	klog.SetLoggerWithOptions(logr.New(newKlogSink()), klog.ContextualLogger(true))
+}
+
+// klogDestination is the logger klog writes to: the last Operator's that
+// New created with klog routing; nil until then.
+var klogDestination atomic.Pointer[logrus.FieldLogger]
 
 // routeKlog makes klog write through log: klog's own functions (klog.InfoS,
 // klog.ErrorS, klog.Infof, ...) and the contextual loggers that client-go
@@ -38,18 +50,35 @@ var (
 // still gates calls of klog.V(n) made through klog's global functions.
 func routeKlog(log logrus.FieldLogger) {
 	klogDestination.Store(&log)
-	klogInstalled.Do(func() {
-		klog.SetLoggerWithOptions(logr.New(&klogSink{}), klog.ContextualLogger(true))
-	})
+	// Reading klog's logger is safe: klog allows setting it only before
+	// goroutines start.
+	if _, ours := klog.Background().GetSink().(*klogSink); !ours {
+		log.Warn("klog's logger was replaced after package sdk's init (klog.SetLogger or ClearLogger); klog's lines do not reach the Operator's logger (pass WithoutKlogRouting to silence this warning)")
+	}
 }
 
-// klogSink is a logr.LogSink that writes to klogDestination.
+// klogSink is the logr.LogSink that this package installs as klog's
+// logger. It writes to klogDestination when set, and else in klog's text
+// format to stderr.
 type klogSink struct {
 	name   string
 	fields logrus.Fields
+	// depth is the number of call frames between the sink's methods and
+	// the logging call: logr's, plus those klog adds with WithCallDepth.
+	depth int
+	// text is the same logger (names, values, call depth) in klog's text
+	// format, for lines no Operator receives.
+	text logr.LogSink
 }
 
-var _ logr.LogSink = (*klogSink)(nil)
+var (
+	_ logr.LogSink          = (*klogSink)(nil)
+	_ logr.CallDepthLogSink = (*klogSink)(nil)
+)
+
+func newKlogSink() *klogSink {
+	return &klogSink{text: textlogger.NewLogger(textlogger.NewConfig()).GetSink()}
+}
 
 // klogLevel maps a klog verbosity to a logrus level.
 func klogLevel(v int) logrus.Level {
@@ -62,19 +91,39 @@ func klogLevel(v int) logrus.Level {
 	return logrus.TraceLevel
 }
 
-func (s *klogSink) destination() logrus.FieldLogger {
+// klogTarget returns klogDestination's logger, nil when no Operator routes klog.
+func klogTarget() logrus.FieldLogger {
 	if l := klogDestination.Load(); l != nil {
 		return *l
 	}
-	return logrus.StandardLogger()
+	return nil
 }
 
 // Init implements logr.LogSink.
-func (s *klogSink) Init(logr.RuntimeInfo) {}
+func (s *klogSink) Init(info logr.RuntimeInfo) {
+	s.depth = info.CallDepth
+	// The text sink is called from this sink's methods: one frame more.
+	s.text.Init(logr.RuntimeInfo{CallDepth: info.CallDepth + 1})
+}
 
-// Enabled reports whether the destination logs at the level of verbosity v.
+// WithCallDepth implements logr.CallDepthLogSink: klog's functions use it
+// so that the text format names their caller's file and line.
+func (s *klogSink) WithCallDepth(depth int) logr.LogSink {
+	out := *s
+	out.depth += depth
+	if cd, ok := s.text.(logr.CallDepthLogSink); ok {
+		out.text = cd.WithCallDepth(depth)
+	}
+	return &out
+}
+
+// Enabled reports whether a line of verbosity v is written: by the
+// destination's logrus level, or without one by klog's -v and -vmodule.
 func (s *klogSink) Enabled(v int) bool {
-	switch l := s.destination().(type) {
+	switch l := klogTarget().(type) {
+	case nil:
+		// VDepth's 0 is this method; +1 for logr's Logger method.
+		return klog.VDepth(s.depth+1, klog.Level(v)).Enabled()
 	case *logrus.Logger:
 		return l.IsLevelEnabled(klogLevel(v))
 	case *logrus.Entry:
@@ -85,12 +134,22 @@ func (s *klogSink) Enabled(v int) bool {
 
 // Info logs msg at the level of verbosity v.
 func (s *klogSink) Info(v int, msg string, keysAndValues ...any) {
-	s.entry(keysAndValues).Log(klogLevel(v), msg)
+	dst := klogTarget()
+	if dst == nil {
+		s.text.Info(v, msg, keysAndValues...)
+		return
+	}
+	s.entry(dst, keysAndValues).Log(klogLevel(v), msg)
 }
 
 // Error logs msg at error level.
 func (s *klogSink) Error(err error, msg string, keysAndValues ...any) {
-	e := s.entry(keysAndValues)
+	dst := klogTarget()
+	if dst == nil {
+		s.text.Error(err, msg, keysAndValues...)
+		return
+	}
+	e := s.entry(dst, keysAndValues)
 	if err != nil {
 		e = e.WithError(err)
 	}
@@ -99,19 +158,27 @@ func (s *klogSink) Error(err error, msg string, keysAndValues ...any) {
 
 // WithValues returns a sink that adds keysAndValues to every line.
 func (s *klogSink) WithValues(keysAndValues ...any) logr.LogSink {
-	return &klogSink{name: s.name, fields: addFields(s.fields, keysAndValues)}
+	out := *s
+	out.fields = addFields(s.fields, keysAndValues)
+	out.text = s.text.WithValues(keysAndValues...)
+	return &out
 }
 
 // WithName returns a sink whose lines carry the field logger=name, joined
-// with "/" to the names before it.
+// with "/" to the names before it (the text format joins them with ".", as
+// klog does).
 func (s *klogSink) WithName(name string) logr.LogSink {
+	out := *s
 	if s.name != "" {
-		name = s.name + "/" + name
+		out.name = s.name + "/" + name
+	} else {
+		out.name = name
 	}
-	return &klogSink{name: name, fields: s.fields}
+	out.text = s.text.WithName(name)
+	return &out
 }
 
-func (s *klogSink) entry(keysAndValues []any) *logrus.Entry {
+func (s *klogSink) entry(dst logrus.FieldLogger, keysAndValues []any) *logrus.Entry {
 	fields := addFields(s.fields, keysAndValues)
 	if s.name != "" {
 		if fields == nil {
@@ -119,7 +186,7 @@ func (s *klogSink) entry(keysAndValues []any) *logrus.Entry {
 		}
 		fields["logger"] = s.name
 	}
-	return s.destination().WithFields(fields)
+	return dst.WithFields(fields)
 }
 
 // addFields returns base with keysAndValues added, in a new map.

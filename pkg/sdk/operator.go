@@ -71,7 +71,9 @@ const (
 // New returns an Operator for the cluster cfg points at. It contacts nothing
 // yet: discovery and informers start in Run. Unless WithoutKlogRouting is
 // given, it routes klog, the process-wide logger of client-go, into the
-// Operator's logger.
+// Operator's logger. It may be called while other goroutines use client-go
+// and klog: the process-wide hooks it relies on are set by the package's
+// init (see "Process-wide state" in the package documentation).
 func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 	if cfg == nil {
 		return nil, errors.New("sdk: nil rest.Config")
