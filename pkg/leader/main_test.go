@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/handlerkit/handlerkit/pkg/testenv"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -41,6 +42,10 @@ func run(m *testing.M) int {
 		}
 	}
 	klog.SetOutput(io.Discard)
+	// Importing pkg/sdk installs a klog logger that writes to stderr until an
+	// Operator routes klog; a discarding logger, set before any goroutine,
+	// keeps these tests quiet (the tests' own Operators then leave klog be).
+	klog.SetLogger(logr.Discard())
 	var err error
 	env, err = testenv.Start(context.Background())
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
@@ -42,6 +43,9 @@ func runChild(raw string, in io.Reader, out io.Writer) error {
 	}
 	klog.SetOutput(io.Discard) // client-go's chatter; errors reach us as errors
 	klog.LogToStderr(false)
+	// pkg/sdk, linked into this binary, installs a klog logger that writes
+	// to stderr until an Operator routes klog: discard at the source.
+	klog.SetLogger(logr.Discard())
 	cfg, err := clientcmd.BuildConfigFromFlags("", spec.Kubeconfig)
 	if err != nil {
 		return err
