@@ -28,7 +28,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/handlerkit/handlerkit/pkg/testenv"
+	"github.com/handlerkit/handlerkit/pkg/testenv/testbin"
 )
 
 func main() {
@@ -45,7 +45,7 @@ func main() {
 	defer stop()
 	names := binaries(*node, *prom, flag.Args())
 	if *download {
-		if err := testenv.DownloadBinarySources(ctx, names...); err != nil {
+		if err := testbin.DownloadBinarySources(ctx, names...); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -63,27 +63,27 @@ func binaries(node, prom bool, args []string) []string {
 	if len(args) > 0 {
 		return args
 	}
-	names := testenv.ControlPlaneBinaries()
+	names := testbin.ControlPlaneBinaries()
 	if node {
-		names = append(names, testenv.NodeBinaries()...)
+		names = append(names, testbin.NodeBinaries()...)
 	}
 	if prom {
-		names = append(names, testenv.PrometheusBinaries()...)
+		names = append(names, testbin.PrometheusBinaries()...)
 	}
 	return names
 }
 
 // run builds the binaries and prints where each one is.
 func run(ctx context.Context, names []string, force bool) error {
-	build := testenv.EnsureBinaries
+	build := testbin.EnsureBinaries
 	if force {
-		build = testenv.RebuildBinaries
+		build = testbin.RebuildBinaries
 	}
 	if err := build(ctx, names...); err != nil {
 		return err
 	}
 	for _, name := range names {
-		path, err := testenv.Binary(ctx, name)
+		path, err := testbin.Binary(ctx, name)
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package containerd pins the containerd binaries pkg/testenv builds for
-// cluster mode (see pkg/testenv/build.go and cmd/testenv-build): the daemon,
+// cluster mode (see pkg/testenv/testbin/build.go and cmd/testenv-build): the daemon,
 // its runc shim and the ctr client used to import images.
 package containerd
 

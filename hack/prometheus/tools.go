@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package prometheus pins the Prometheus server that pkg/testenv/prometheus
-// runs against a test cluster (see pkg/testenv/build.go and
+// runs against a test cluster (see pkg/testenv/testbin/build.go and
 // cmd/testenv-build).
 package prometheus
 

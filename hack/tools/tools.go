@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package tools pins the Kubernetes binaries pkg/testenv builds (see
-// pkg/testenv/build.go and cmd/testenv-build), so that go mod tidy keeps
+// pkg/testenv/testbin/build.go and cmd/testenv-build), so that go mod tidy keeps
 // their dependencies in go.mod and go.sum.
 package tools
 

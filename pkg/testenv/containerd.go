@@ -12,23 +12,6 @@ import (
 	"time"
 )
 
-// ContainerdVersion is the containerd release cluster mode runs; it must
-// match hack/containerd/go.mod (a test checks).
-const ContainerdVersion = "v2.2.9"
-
-// EnvContainerdDir names the environment variable that overrides where the
-// containerd binaries (containerd, containerd-shim-runc-v2, ctr) are looked up.
-const EnvContainerdDir = "HANDLERKIT_CONTAINERD_DIR"
-
-// ContainerdDir returns the directory that holds (or will hold) the containerd
-// binaries: $HANDLERKIT_CONTAINERD_DIR, else the per-user cache.
-func ContainerdDir() string {
-	if dir := os.Getenv(EnvContainerdDir); dir != "" {
-		return dir
-	}
-	return filepath.Join(cacheBase(), "containerd", ContainerdVersion)
-}
-
 // containerdConfig is containerd 2.x's configuration (version 3) with every
 // path under the environment and the settings this machine class needs:
 // restrict_oom_score_adj because the VM lacks CAP_SYS_RESOURCE (runc fails

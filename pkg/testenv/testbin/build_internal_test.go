@@ -1,4 +1,4 @@
-package testenv
+package testbin
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -23,7 +22,7 @@ func TestBuildModulesMatchHack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := os.ReadFile(filepath.Join("..", "..", m.hackDir, filepath.FromSlash(path)))
+			want, err := os.ReadFile(filepath.Join("..", "..", "..", m.hackDir, filepath.FromSlash(path)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,68 +91,10 @@ func TestEveryBinaryResolvesFromTheEmbeddedModules(t *testing.T) {
 	}
 }
 
-// syncBuffer collects progress lines from concurrent builds.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// TestNodeBinariesBuildOnceOutsideTheCheckout builds one node binary of each
-// build module into empty caches, from a working directory outside the
-// checkout, twice at once: the lock makes it one build.
-func TestNodeBinariesBuildOnceOutsideTheCheckout(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds kube-scheduler and ctr (seconds with a warm build cache, minutes cold)")
-	}
-	t.Setenv(EnvBinDir, t.TempDir())
-	t.Setenv(EnvContainerdDir, t.TempDir())
-	t.Chdir(t.TempDir())
-	names := []string{"kube-scheduler", "ctr"}
-
-	var progress syncBuffer
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i := range errs {
-		wg.Go(func() { errs[i] = ensure(t.Context(), &progress, false, names) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Log(progress.String())
-	for _, name := range names {
-		if n := strings.Count(progress.String(), "testenv: building "+name+" "); n != 1 {
-			t.Errorf("%s was built %d times, want once", name, n)
-		}
-	}
-	want := map[string]string{"kube-scheduler": "Kubernetes " + KubeVersion, "ctr": "ctr github.com/containerd/containerd/v2 " + ContainerdVersion}
-	for name, version := range want {
-		path, err := Binary(t.Context(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(path, "--version").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), version) {
-			t.Errorf("%s --version: %v %q, want %q", name, err, out, version)
-		}
-	}
-	assertOnlyBinaries(t, BinDir(), "kube-scheduler")
-	assertOnlyBinaries(t, ContainerdDir(), "ctr")
-}
+// TestNodeBinariesBuildOnceOutsideTheCheckout and
+// TestDownloadBinarySourcesBuildsNothing moved to cmd/testenv-build, where
+// they run the command itself, in the lane of the packages that start no
+// node.
 
 // assertOnlyBinaries fails unless dir holds exactly the named binaries and
 // the lock file: no build module, no partial output.
@@ -202,51 +143,5 @@ func TestFailedBuildShowsGoOutputAndHowToBuildByHand(t *testing.T) {
 func TestUnknownBinaryIsAnError(t *testing.T) {
 	if _, err := Binary(context.Background(), "kubectl"); err == nil || !strings.Contains(err.Error(), "kube-apiserver") {
 		t.Fatalf("want an error listing the known binaries, got %v", err)
-	}
-}
-
-// TestDownloadBinarySourcesBuildsNothing: the download step of `make test`
-// resolves a missing binary's packages (so its modules are in the module
-// cache) and leaves the cache directory as it was; an unknown name is an
-// error, as for EnsureBinaries.
-func TestDownloadBinarySourcesBuildsNothing(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv(EnvBinDir, dir)
-	if err := DownloadBinarySources(t.Context(), "etcd"); err != nil {
-		t.Fatal(err)
-	}
-	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
-		t.Errorf("the cache directory after a download: %v %v, want it empty", entries, err)
-	}
-	if err := DownloadBinarySources(t.Context(), "no-such-binary"); err == nil || !strings.Contains(err.Error(), "no binary named") {
-		t.Errorf("an unknown binary: %v", err)
-	}
-
-	// On a cold module cache the go command prints "go: downloading" lines
-	// on stderr; they are progress, not errors (a fresh machine's `make
-	// test` failed on them once). The cold cache is an empty GOMODCACHE
-	// fed by a proxy on the files of the warm one, which the download
-	// above filled.
-	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	warm := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
-	cold := t.TempDir()
-	t.Cleanup(func() { // module cache files are read-only; go clean removes them
-		cmd := exec.Command("go", "clean", "-modcache")
-		cmd.Env = append(os.Environ(), "GOMODCACHE="+cold)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("go clean -modcache: %v\n%s", err, out)
-		}
-	})
-	t.Setenv("GOMODCACHE", cold)
-	t.Setenv("GOPROXY", "file://"+warm)
-	t.Setenv("GOSUMDB", "off")
-	if err := DownloadBinarySources(t.Context(), "etcd"); err != nil {
-		t.Fatalf("a download into a cold module cache: %v", err)
-	}
-	if entries, err := os.ReadDir(filepath.Join(cold, "cache", "download")); err != nil || len(entries) == 0 {
-		t.Errorf("the cold module cache after a download: %v %v, want modules", entries, err)
 	}
 }
