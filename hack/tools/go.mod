@@ -1,7 +1,7 @@
 // Module tools builds the Kubernetes and etcd binaries that pkg/testenv runs.
 // It is a separate module so the main go.mod never depends on k8s.io/kubernetes.
 // pkg/testenv embeds a copy of go.mod, go.sum and cmd/etcd: after a change here,
-// run `go generate ./pkg/testenv` (TestBuildModulesMatchHack checks).
+// run `go generate ./pkg/testenv/testbin` (TestBuildModulesMatchHack checks).
 module github.com/handlerkit/handlerkit/hack/tools
 
 go 1.26.0

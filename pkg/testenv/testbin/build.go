@@ -21,13 +21,13 @@ import (
 // them lets a module that only imports pkg/testenv build the same binaries.
 // TestBuildModulesMatchHack fails when a copy is stale.
 //
-//go:generate cp ../../hack/tools/go.mod buildmod/tools.mod
-//go:generate cp ../../hack/tools/go.sum buildmod/tools.sum
-//go:generate cp ../../hack/tools/cmd/etcd/main.go buildmod/etcd-main.go.txt
-//go:generate cp ../../hack/containerd/go.mod buildmod/containerd.mod
-//go:generate cp ../../hack/containerd/go.sum buildmod/containerd.sum
-//go:generate cp ../../hack/prometheus/go.mod buildmod/prometheus.mod
-//go:generate cp ../../hack/prometheus/go.sum buildmod/prometheus.sum
+//go:generate cp ../../../hack/tools/go.mod buildmod/tools.mod
+//go:generate cp ../../../hack/tools/go.sum buildmod/tools.sum
+//go:generate cp ../../../hack/tools/cmd/etcd/main.go buildmod/etcd-main.go.txt
+//go:generate cp ../../../hack/containerd/go.mod buildmod/containerd.mod
+//go:generate cp ../../../hack/containerd/go.sum buildmod/containerd.sum
+//go:generate cp ../../../hack/prometheus/go.mod buildmod/prometheus.mod
+//go:generate cp ../../../hack/prometheus/go.sum buildmod/prometheus.sum
 //go:embed buildmod
 var buildmodFS embed.FS
 

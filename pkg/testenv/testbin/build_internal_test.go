@@ -27,7 +27,7 @@ func TestBuildModulesMatchHack(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("pkg/testenv/%s differs from %s/%s; run `go generate ./pkg/testenv`", embedded, m.hackDir, path)
+				t.Errorf("pkg/testenv/testbin/%s differs from %s/%s; run `go generate ./pkg/testenv/testbin`", embedded, m.hackDir, path)
 			}
 		}
 	}

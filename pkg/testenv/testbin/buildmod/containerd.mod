@@ -1,7 +1,7 @@
 // Module containerd builds the containerd 2.x binaries the test node runs. It
 // is separate from hack/tools because containerd's dependency graph does not
 // have to agree with k8s.io/kubernetes v1.36.3. pkg/testenv embeds a copy of
-// go.mod and go.sum: after a change here, run `go generate ./pkg/testenv`
+// go.mod and go.sum: after a change here, run `go generate ./pkg/testenv/testbin`
 // (TestBuildModulesMatchHack checks) and update testenv.ContainerdVersion.
 module github.com/handlerkit/handlerkit/hack/containerd
 

@@ -2,7 +2,7 @@
 // runs against test clusters (and make demo). It is separate from hack/tools
 // so that Prometheus' dependency graph never meets Kubernetes' or handlerkit's.
 // pkg/testenv embeds a copy of go.mod and go.sum: after a change here, run
-// `go generate ./pkg/testenv` (TestBuildModulesMatchHack checks) and update
+// `go generate ./pkg/testenv/testbin` (TestBuildModulesMatchHack checks) and update
 // testenv.PrometheusVersion (TestVersionsMatchTheBuildModules checks).
 module github.com/handlerkit/handlerkit/hack/prometheus
 
