@@ -7,15 +7,18 @@ GO        ?= go
 # modules (MODULES) run only with the default ./....
 PKGS      ?= ./...
 # -race where it fits: every package runs under the race detector.
-TESTFLAGS ?= -race -count=1 -timeout 40m
+# -trimpath keeps the checkout's path out of what the compiler produces, so
+# that a fresh clone elsewhere (CI's) reuses the build cache of an earlier one
+# instead of compiling every package of the repository again.
+TESTFLAGS ?= -race -trimpath -count=1 -timeout 40m
 # The modules of their own that `make test` also tests (in the second lane).
 MODULES   ?= $(if $(filter ./...,$(PKGS)),test/monitoring test/helm bench)
 # The packages whose tests start a cluster-mode node (testenv.WithNode or
 # WithServiceProxy). They take turns on the machine-wide node lock, so `make
 # test` runs them one after another in a lane of their own (the node lane)
 # beside every other package (the rest lane). test/e2e comes last: it runs the
-# Prometheus server and test/monitoring's commands, which build (test-late)
-# while the first node packages run.
+# Prometheus server, which builds (test-late) while the first node packages
+# run.
 # TestNodePackagesAreListed (hack/lanes_test.go) fails when this list is not
 # exactly the packages whose tests start a node.
 NODE_PKGS := ./pkg/testenv ./pkg/testenv/clustertest ./examples/memcached-operator/e2e ./test/e2e
@@ -146,20 +149,20 @@ test-binary-downloads: test-testenv-build
 TEST_DEPS = $(GO) list -deps -test -f '{{if and (ne .Name "main") (not .ForTest) (not .Standard) .GoFiles}}{{.ImportPath}}{{end}}' $(PKGS)
 .PHONY: test-compile
 test-compile: test-binaries
-	@pkgs=$$($(TEST_DEPS)) && echo "$(GO) build $(filter -race,$(TESTFLAGS)) (the $$(echo "$$pkgs" | wc -l) packages that the tests of $(PKGS) import)" && \
-		$(GO) build $(filter -race,$(TESTFLAGS)) $$pkgs
+	@pkgs=$$($(TEST_DEPS)) && echo "$(GO) build $(filter -race -trimpath,$(TESTFLAGS)) (the $$(echo "$$pkgs" | wc -l) packages that the tests of $(PKGS) import)" && \
+		$(GO) build $(filter -race -trimpath,$(TESTFLAGS)) $$pkgs
 
 # What hack/test-lanes.sh builds beside the lanes: the Prometheus server
-# (pkg/testenv/prometheus, test/e2e) and the commands of test/monitoring and
-# test/helm (modules of their own), which test/e2e and test/deploy build and
-# run: compiled here, with their flags, they find them in the build cache.
-# A test that comes first waits for the build (testenv's build lock) or
-# builds them itself.
+# (pkg/testenv/prometheus, test/e2e); a test that comes first waits for the
+# build (testenv's build lock). The commands of test/monitoring and test/helm
+# (modules of their own) are built by the tests that run them (test/e2e,
+# test/deploy), with the tests' -race, so that those modules' own race tests
+# at the end of the rest lane reuse the compiled packages: built here too,
+# at the same time as the tests built them, each graph was compiled twice or
+# three times on a cold machine.
 .PHONY: test-late
 test-late: test-testenv-build
 	$(BIN)/testenv-build prometheus
-	cd test/monitoring && $(GO) build -trimpath ./...
-	cd test/helm && $(GO) build -trimpath ./...
 
 .PHONY: bench
 bench: bench-packages bench-table ## Run every benchmark: the packages' Go benchmarks, then the side-by-side table.

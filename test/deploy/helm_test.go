@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/handlerkit/handlerkit/internal/manifest"
+	"github.com/handlerkit/handlerkit/internal/testbuild"
 )
 
 const chartDir = "charts/prometheus-jmx-exporter-operator"
@@ -59,8 +60,12 @@ func buildHelmCommands(ctx context.Context) error {
 			helmBuild.err = err
 			return
 		}
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", helmBin+string(filepath.Separator),
-			"./cmd/"+helmRender.name, "./cmd/"+helmRelease.name)
+		// With the flags of this test binary (testbuild.Flags), so that
+		// test/helm's own tests, later in make test, find Helm's packages
+		// compiled: on a cold machine each compile takes minutes.
+		args := append([]string{"build"}, testbuild.Flags()...)
+		args = append(args, "-o", helmBin+string(filepath.Separator), "./cmd/"+helmRender.name, "./cmd/"+helmRelease.name)
+		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = filepath.Join(repo, "test", "helm")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			helmBuild.err = fmt.Errorf("building test/helm's commands: %v\n%s", err, out)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/handlerkit/handlerkit/internal/manifest"
+	"github.com/handlerkit/handlerkit/internal/testbuild"
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
 )
@@ -132,7 +133,7 @@ func renderChart(t *testing.T, namespace, values string) []*unstructured.Unstruc
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "helm-render")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/helm-render")
+	build := exec.Command("go", append(append([]string{"build"}, testbuild.Flags()...), "-o", bin, "./cmd/helm-render")...)
 	build.Dir = filepath.Join(repoRoot, "test", "helm")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building test/helm's helm-render: %v\n%s", err, out)

@@ -15,6 +15,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"github.com/handlerkit/handlerkit/internal/testbuild"
 	"github.com/handlerkit/handlerkit/pkg/testenv"
 )
 
@@ -88,7 +89,10 @@ func buildMonitoringTools(ctx context.Context) {
 			return
 		}
 		monitoringTools.dir = dir
-		_, monitoringTools.err = goCommand(ctx, monitoringModule(), "build", "-trimpath", "-o", dir+string(filepath.Separator), "./cmd/...")
+		// With this test binary's flags (testbuild.Flags), so that
+		// test/monitoring's own tests find its packages compiled.
+		args := append(append([]string{"build"}, testbuild.Flags()...), "-o", dir+string(filepath.Separator), "./cmd/...")
+		_, monitoringTools.err = goCommand(ctx, monitoringModule(), args...)
 		fmt.Fprintf(os.Stderr, "e2e: test/monitoring's commands built in %s\n", time.Since(start).Round(time.Millisecond))
 	})
 }

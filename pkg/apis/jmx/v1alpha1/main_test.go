@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -31,15 +30,12 @@ func TestMain(m *testing.M) {
 	os.Exit(shared.Main(m))
 }
 
-// repoPath resolves a path relative to the repository root, whatever
-// directory `go test` runs in.
+// repoPath resolves a path relative to the repository root. go test runs a
+// package's tests in its directory (the source file's own path is no help:
+// make test builds with -trimpath).
 func repoPath(t testing.TB, rel string) string {
 	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("cannot find the test's source file")
-	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "..", rel)
+	return filepath.Join("..", "..", "..", "..", rel)
 }
 
 // cluster returns the shared environment with the CRDs of deploy/crds
