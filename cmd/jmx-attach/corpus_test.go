@@ -268,7 +268,7 @@ func TestCorpusOfBadConfigsNeverHarmsAJVM(t *testing.T) {
 			t.Fatalf("exit %d, %+v, want %s\nstderr: %s", code, res, jvm.ReasonAgentAlreadyPresent, stderr)
 		}
 		jv.requireAlive(t, "the injection")
-		if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(jv.Pid)); err == nil {
+		if jvmtest.AttachListenerStarted(jv.Pid) {
 			t.Fatal("the JVM was signalled")
 		}
 		if body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", exporterPort)); !strings.Contains(body, "jvm_memory") {

@@ -299,7 +299,7 @@ func TestInjectWithBadConfigExitsFourAndLeavesJVMAlone(t *testing.T) {
 	if res := parseLines(t, out); res[0].Reason != jvm.ReasonConfigInvalid {
 		t.Fatalf("result: %+v", res)
 	}
-	if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(jv.Pid)); err == nil || !jv.Alive() {
+	if jvmtest.AttachListenerStarted(jv.Pid) || !jv.Alive() {
 		t.Fatalf("JVM was signalled (socket exists) or died (alive=%v)", jv.Alive())
 	}
 }
@@ -327,7 +327,7 @@ func TestConfigEnvTakesAGzippedConfigAndRefusesAGzipBomb(t *testing.T) {
 	if code != exitBadAgent || parseLines(t, out)[0].Reason != jvm.ReasonConfigInvalid {
 		t.Fatalf("gzip bomb: exit %d, want %d config-invalid: %s %s", code, exitBadAgent, out, stderr)
 	}
-	if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(jv.Pid)); err == nil || !jv.Alive() {
+	if jvmtest.AttachListenerStarted(jv.Pid) || !jv.Alive() {
 		t.Fatalf("JVM was signalled (socket exists) or died (alive=%v)", jv.Alive())
 	}
 	out, stderr, code = inject(good)

@@ -137,7 +137,7 @@ exec unshare --cgroup --mount --propagation private /bin/sh -c "$MOUNTCMD && exe
 		t.Fatalf("exit %d, %+v, want %s through %s\nstderr: %s", code, res, jvm.ReasonInsufficientMemory, want, errOut)
 	}
 	t.Logf("refused: %s", res.Message)
-	if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(pid)); err == nil {
+	if jvmtest.AttachListenerStarted(pid) {
 		t.Fatal("the JVM was signalled")
 	}
 	res, code, errOut = inject("1Mi")

@@ -210,7 +210,7 @@ func TestInjectUnprivilegedRootIntoRootJVM(t *testing.T) {
 	if res.Reason != jvm.ReasonAccessDenied || !strings.Contains(res.Message, "SYS_ADMIN") {
 		t.Fatalf("result %+v, want %s naming the missing capabilities", res, jvm.ReasonAccessDenied)
 	}
-	if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(full.Pid)); err == nil || !full.Alive() {
+	if jvmtest.AttachListenerStarted(full.Pid) || !full.Alive() {
 		t.Fatalf("JVM was signalled (socket exists) or died (alive=%v)", full.Alive())
 	}
 }
@@ -265,7 +265,7 @@ func TestInjectWithBadBundleExitsFourAndLeavesJVMAlone(t *testing.T) {
 	if res := parseLines(t, out)[0]; res.Reason != jvm.ReasonBundleInvalid || !strings.Contains(res.Message, "agent.jar") {
 		t.Fatalf("result %+v", res)
 	}
-	if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(jv.Pid)); err == nil || !jv.Alive() {
+	if jvmtest.AttachListenerStarted(jv.Pid) || !jv.Alive() {
 		t.Fatalf("JVM was signalled (socket exists) or died (alive=%v)", jv.Alive())
 	}
 }

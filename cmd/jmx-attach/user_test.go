@@ -148,7 +148,7 @@ func TestRootWithTheDefaultCapabilitiesInjectsAJVMOfAnotherUserAsThatUser(t *tes
 		if res.Reason != jvm.ReasonAccessDenied || !strings.Contains(res.Message, "CAP_SETUID") {
 			t.Fatalf("result %+v, want %s naming CAP_SETUID", res, jvm.ReasonAccessDenied)
 		}
-		if _, err := os.Lstat("/tmp/.java_pid" + strconv.Itoa(other.Pid)); err == nil || !other.Alive() {
+		if jvmtest.AttachListenerStarted(other.Pid) || !other.Alive() {
 			t.Fatalf("JVM was signalled (socket exists) or died (alive=%v)", other.Alive())
 		}
 	})
