@@ -32,3 +32,12 @@ func NewServingForTest(caCertPEM, caKeyPEM []byte, validity time.Duration, names
 	}
 	return s.certPEM, s.keyPEM, nil
 }
+
+// WithoutKeepAlives makes a Server close each connection after one request,
+// so that every admission call the apiserver makes is a TLS handshake of
+// its own and a moment without trust cannot hide behind a connection
+// opened before it.
+func WithoutKeepAlives(o ServerOptions) ServerOptions {
+	o.noKeepAlives = true
+	return o
+}

@@ -207,10 +207,12 @@ func (f *fixture) startReplica(name string, opts webhook.CertOptions, handlers m
 			f.t.Fatal(err)
 		}
 		f.t.Cleanup(func() { freeport.Release(port) })
-		srv, err = webhook.NewServer(webhook.ServerOptions{
+		// Every admission call a handshake: a certificate the apiserver
+		// does not trust fails the call it was presented for.
+		srv, err = webhook.NewServer(webhook.WithoutKeepAlives(webhook.ServerOptions{
 			Addr:           net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			GetCertificate: r.m.GetCertificate, Handlers: handlers, Registerer: r.reg, Logger: log,
-		})
+		}))
 		if err != nil {
 			f.t.Fatal(err)
 		}

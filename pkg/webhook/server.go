@@ -77,6 +77,10 @@ type ServerOptions struct {
 	Registerer prometheus.Registerer
 	// Logger logs handler failures. Default: logrus.StandardLogger().
 	Logger logrus.FieldLogger
+
+	// noKeepAlives closes each connection after one request, so that every
+	// call is a TLS handshake of its own (the tests' view of trust).
+	noKeepAlives bool
 }
 
 // Server serves admission.k8s.io/v1 AdmissionReviews over HTTPS. It fails
@@ -195,6 +199,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		// certificate: worth a line in the operator's log.
 		ErrorLog: log.New(logWriter{s.log}, "", 0),
 	}
+	srv.SetKeepAlivesEnabled(!s.o.noKeepAlives)
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(l, "", "") }()
 	select {

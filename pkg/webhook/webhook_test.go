@@ -58,6 +58,14 @@ func TestPodsAreMutatedThroughTheManagedCA(t *testing.T) {
 		}
 	}
 
+	// The documented rules were enough, and they grant no more than they say.
+	if _, err := f.operator.CoreV1().Secrets(f.id).Get(t.Context(), "another", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the operator's identity may read another Secret (%v)", err)
+	}
+	if _, err := f.operator.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(t.Context(), "another", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the operator's identity may read another webhook configuration (%v)", err)
+	}
+
 	f.mutatedPod("mutated")
 	for range 5 {
 		p, err := createPod(t.Context(), f.admin, f.podNS)
@@ -402,7 +410,7 @@ func newProbe(t *testing.T, f *fixture) *probe {
 	}
 	t.Cleanup(func() { freeport.Release(port) })
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	srv, err := webhook.NewServer(webhook.ServerOptions{
+	srv, err := webhook.NewServer(webhook.WithoutKeepAlives(webhook.ServerOptions{
 		Addr: addr,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if c := p.cert.Load(); c != nil {
@@ -412,7 +420,7 @@ func newProbe(t *testing.T, f *fixture) *probe {
 		},
 		Handlers:   map[string]webhook.Handler{"/probe": handler},
 		Registerer: prometheus.NewRegistry(), Logger: testLogger(t, "probe"),
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
