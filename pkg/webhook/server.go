@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,6 +96,8 @@ type Server struct {
 	mu       sync.Mutex
 	listener net.Listener
 	bound    string
+
+	inFlight atomic.Int64 // requests being answered
 }
 
 // NewServer checks opts and fills in their defaults.
@@ -210,6 +213,18 @@ func (s *Server) Serve(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)
+	if err != nil {
+		// Shutdown also waits for connections that never sent a request
+		// (a client dials ahead, or reads the certificate and hangs up):
+		// it counts them idle only after 5 s. Those are closed; only
+		// requests cut short are an error.
+		_ = srv.Close()
+		if n := s.inFlight.Load(); n == 0 {
+			err = nil
+		} else {
+			err = fmt.Errorf("%w with %d requests in flight", err, n)
+		}
+	}
 	<-served
 	if err != nil {
 		return fmt.Errorf("webhook: shut down: %w", err)
@@ -239,6 +254,8 @@ func (s *Server) review(path string, h Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		result := resultInvalid
+		s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
 		defer func() {
 			s.metrics.requests.WithLabelValues(path, result).Inc()
 			s.metrics.latency.WithLabelValues(path).Observe(time.Since(start).Seconds())

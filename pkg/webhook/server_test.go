@@ -263,3 +263,36 @@ func TestServerServesTheCurrentCertificateAndStopsGracefully(t *testing.T) {
 		t.Error("the stopped server still answers")
 	}
 }
+
+// A client that opened a connection and sent nothing (the apiserver's
+// transport dials ahead) holds no request: stopping is not an error.
+func TestServerStopsDespiteConnectionsThatSentNoRequest(t *testing.T) {
+	pool, cert := testCA(t)
+	s, err := NewServer(ServerOptions{
+		Addr:           "127.0.0.1:0",
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil },
+		Handlers: map[string]Handler{"/ok": HandlerFunc(func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			return nil
+		})},
+		ShutdownTimeout: 200 * time.Millisecond,
+		Registerer:      prometheus.NewRegistry(), Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx) }()
+	conn, err := tls.Dial("tcp", s.Addr(), &tls.Config{RootCAs: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("Serve with a connection that sent no request: %v", err)
+	}
+}

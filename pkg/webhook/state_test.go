@@ -85,9 +85,12 @@ func TestMissingRotationTimesAreRecordedAsNow(t *testing.T) {
 	p := testPolicy(t)
 	now := time.Now()
 	st := walk(t, nil, now, p, stepFresh)
-	st = walk(t, st, now.Add(time.Hour), p, stepNewCA)
+	st, err := apply(st, stepNewCA, now.Add(time.Hour), p) // as RotateCA does
+	if err != nil {
+		t.Fatal(err)
+	}
 	st.signerSince = time.Time{} // lost, say by a hand edit
-	later := now.Add(100 * 24 * time.Hour)
+	later := now.Add(50 * 24 * time.Hour)
 	st = walk(t, st, later, p, stepStamp)
 	if !st.signerSince.Equal(later) {
 		t.Fatalf("signerSince %s, want %s", st.signerSince, later)
