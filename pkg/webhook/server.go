@@ -200,7 +200,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		IdleTimeout:       90 * time.Second,
 		// TLS handshake failures tell of callers that do not trust the
 		// certificate: worth a line in the operator's log.
-		ErrorLog: log.New(logWriter{s.log}, "", 0),
+		ErrorLog: log.New(logWriter{s.log, s.metrics.handshakeErrors}, "", 0),
 	}
 	srv.SetKeepAlivesEnabled(!s.o.noKeepAlives)
 	served := make(chan error, 1)
@@ -232,11 +232,19 @@ func (s *Server) Serve(ctx context.Context) error {
 	return nil
 }
 
-// logWriter writes the http.Server's own messages to the logger.
-type logWriter struct{ log logrus.FieldLogger }
+// logWriter writes the http.Server's own messages to the logger, and
+// counts the failed TLS handshakes among them.
+type logWriter struct {
+	log        logrus.FieldLogger
+	handshakes prometheus.Counter
+}
 
 func (w logWriter) Write(p []byte) (int, error) {
-	w.log.Warn("webhook: " + strings.TrimSpace(string(p)))
+	msg := strings.TrimSpace(string(p))
+	if strings.Contains(msg, "TLS handshake error") {
+		w.handshakes.Inc()
+	}
+	w.log.Warn("webhook: " + msg)
 	return len(p), nil
 }
 
@@ -368,8 +376,9 @@ func failOpen(req *admissionv1.AdmissionRequest, why string) *admissionv1.Admiss
 
 // serverMetrics are a Server's metrics.
 type serverMetrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	requests        *prometheus.CounterVec
+	latency         *prometheus.HistogramVec
+	handshakeErrors prometheus.Counter
 }
 
 func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
@@ -383,12 +392,19 @@ func newServerMetrics(reg prometheus.Registerer) (*serverMetrics, error) {
 			Help:    "Time to answer an admission request, by path.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"path"}),
+		handshakeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handlerkit_webhook_tls_handshake_errors_total",
+			Help: "Failed TLS handshakes, such as a caller that does not trust the served certificate (the apiserver with a stale caBundle).",
+		}),
 	}
 	var err error
 	if m.requests, err = register(reg, m.requests); err != nil {
 		return nil, err
 	}
 	if m.latency, err = register(reg, m.latency); err != nil {
+		return nil, err
+	}
+	if m.handshakeErrors, err = register(reg, m.handshakeErrors); err != nil {
 		return nil, err
 	}
 	return m, nil

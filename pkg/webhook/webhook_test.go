@@ -228,7 +228,7 @@ func TestRotationWhilePodsAreCreatedLosesNoAdmission(t *testing.T) {
 	// Every version of the Secret, to check the order of the steps.
 	history := watchSecret(t, f, before.secret.ResourceVersion)
 
-	// Pods are created one after another until the end.
+	// Pods are created, four at a time, until the end.
 	var (
 		created, failed atomic.Int32
 		pods            sync.Map // name -> *corev1.Pod
@@ -236,27 +236,20 @@ func TestRotationWhilePodsAreCreatedLosesNoAdmission(t *testing.T) {
 	)
 	ctx, stop := context.WithCancel(t.Context())
 	var load sync.WaitGroup
-	load.Go(func() {
-		for ctx.Err() == nil {
-			p, err := createPod(ctx, f.admin, f.podNS)
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				failed.Add(1)
-				firstFailure.CompareAndSwap(nil, err.Error())
-				continue
-			}
-			created.Add(1)
-			pods.Store(p.Name, p)
-		}
-	})
+	// Several at once, so that a moment without trust is hard to miss.
+	for range 4 {
+		load.Go(creator(ctx, f, &created, &failed, &pods, &firstFailure))
+	}
 	defer func() { stop(); load.Wait() }()
+	handshakes := func() float64 {
+		return metric(t, a.reg, "handlerkit_webhook_tls_handshake_errors_total", nil) + metric(t, b.reg, "handlerkit_webhook_tls_handshake_errors_total", nil)
+	}
 	atLeast := func(what string, n int32) {
 		from := created.Load()
 		waitFor(t, what, func(context.Context) (bool, error) { return created.Load() >= from+n, nil })
 	}
 	atLeast("10 pods before the rotations", 10)
+	handshakesBefore := handshakes()
 
 	if err := a.m.RotateServing(t.Context()); err != nil {
 		t.Fatal(err)
@@ -293,6 +286,11 @@ func TestRotationWhilePodsAreCreatedLosesNoAdmission(t *testing.T) {
 	stop()
 	load.Wait()
 
+	// A caller that did not trust a certificate at any moment shows as a
+	// failed handshake (failurePolicy Ignore would hide it in the pod).
+	if n := handshakes() - handshakesBefore; n > 0 {
+		t.Errorf("%v TLS handshakes failed during the rotations", n)
+	}
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d of %d pod creations failed; the first: %v", n, int(n)+int(created.Load()), firstFailure.Load())
 	}
@@ -312,6 +310,25 @@ func TestRotationWhilePodsAreCreatedLosesNoAdmission(t *testing.T) {
 		}
 	}
 	checkStepOrder(t, history(), before)
+}
+
+// creator creates pods one after another in f's namespace until ctx ends.
+func creator(ctx context.Context, f *fixture, created, failed *atomic.Int32, pods *sync.Map, firstFailure *atomic.Value) func() {
+	return func() {
+		for ctx.Err() == nil {
+			p, err := createPod(ctx, f.admin, f.podNS)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				failed.Add(1)
+				firstFailure.CompareAndSwap(nil, err.Error())
+				continue
+			}
+			created.Add(1)
+			pods.Store(p.Name, p)
+		}
+	}
 }
 
 // servesAll reports whether every replica presents cert.
