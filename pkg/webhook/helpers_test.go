@@ -212,6 +212,9 @@ func (f *fixture) startReplica(name string, opts webhook.CertOptions, handlers m
 		srv, err = webhook.NewServer(webhook.WithoutKeepAlives(webhook.ServerOptions{
 			Addr:           net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			GetCertificate: r.m.GetCertificate, Handlers: handlers, Registerer: r.reg, Logger: log,
+			// The apiserver's dialled-ahead connection would hold a stop
+			// for the default 5 s; no request is in flight by then.
+			ShutdownTimeout: time.Second,
 		}))
 		if err != nil {
 			f.t.Fatal(err)
