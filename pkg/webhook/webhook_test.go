@@ -642,3 +642,34 @@ func TestExternalCertsAreOnlyReadAndServed(t *testing.T) {
 		t.Errorf("with ExternalCerts the operator's identity reads the configuration (%v); PolicyRules should not grant it", err)
 	}
 }
+
+func TestASecretThatCannotBeReadIsReplaced(t *testing.T) {
+	f := newFixture(t, false)
+	r := f.startReplica("a", f.certOptions(), map[string]webhook.Handler{"/mutate": labeler("mutated")})
+	f.installConfig(nil, hook{name: "pods.a.webhook.test", url: r.url("/mutate"), resource: "pods"})
+	f.mutatedPod("mutated")
+	before, err := f.stored(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A hand edit that breaks the key.
+	broken := before.secret.DeepCopy()
+	broken.Data[webhook.KeySignerKey] = []byte("not a key")
+	if _, err := f.admin.CoreV1().Secrets(f.id).Update(t.Context(), broken, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new CA and certificate stored, served and in the configuration", func(ctx context.Context) (bool, error) {
+		s, err := f.stored(ctx)
+		if err != nil || s.signer == nil || s.signer.Equal(before.signer) || len(s.bundle) != 1 {
+			return false, err
+		}
+		if ok, err := servesAll(ctx, s.serving, r); !ok || err != nil {
+			return false, err
+		}
+		return f.configCarries(ctx, s.secret.Data[webhook.KeyCABundle])
+	})
+	f.mutatedPod("mutated")
+	if got := metric(t, r.reg, writes, map[string]string{"step": "created"}); got != 2 {
+		t.Errorf("%s{step=created} = %v, want 2 (the creation and the replacement)", writes, got)
+	}
+}
