@@ -35,10 +35,7 @@ func TestACanaryThatEndsWhileItsExporterIsLookedAtIsWaitedFor(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 4*time.Minute)
 	ns := c.namespace(t, "canary-ends")
-	labels := map[string]string{"app": "orders"}
-	for _, name := range []string{"a", "b", "c"} {
-		c.createJVMPod(t, ns, name, labels, "containerd://"+name+"1")
-	}
+	labels := c.jvmPods(t, ns)
 	aUID := string(c.pod(t, ns, "a").UID)
 	c.configMap(t, ns, "cfg", unclosedGroup)
 	release := make(chan struct{})
@@ -94,10 +91,7 @@ func TestACanaryWhoseVerdictCannotBeRecordedKeepsTheChangeOnItsPod(t *testing.T)
 	t.Parallel()
 	c := newCluster(t, 4*time.Minute)
 	ns := c.namespace(t, "canary-unrecorded")
-	labels := map[string]string{"app": "orders"}
-	for _, name := range []string{"a", "b", "c"} {
-		c.createJVMPod(t, ns, name, labels, "containerd://"+name+"1")
-	}
+	labels := c.jvmPods(t, ns)
 	c.configMap(t, ns, "cfg", unclosedGroup)
 	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
 	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {

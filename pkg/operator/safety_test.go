@@ -236,6 +236,17 @@ func (c *cluster) createJVMPod(t *testing.T, ns, name string, labels map[string]
 	c.startContainer(t, ns, name, id, nil)
 }
 
+// jvmPods creates pods a, b and c in ns, each with one running JVM container
+// (container start <name>1), labelled app=orders, and returns the labels.
+func (c *cluster) jvmPods(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	labels := map[string]string{"app": "orders"}
+	for _, name := range []string{"a", "b", "c"} {
+		c.createJVMPod(t, ns, name, labels, "containerd://"+name+"1")
+	}
+	return labels
+}
+
 // startContainer plays the kubelet: container app of pod name now runs as
 // container start id; last, when set, is how the previous start ended.
 func (c *cluster) startContainer(t *testing.T, ns, name, id string, last *corev1.ContainerStateTerminated) {
@@ -440,10 +451,7 @@ func TestAConfigTheAgentRefusesStopsEveryOtherPod(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 4*time.Minute)
 	ns := c.namespace(t, "verdict")
-	labels := map[string]string{"app": "orders"}
-	for _, name := range []string{"a", "b", "c"} {
-		c.createJVMPod(t, ns, name, labels, "containerd://"+name+"1")
-	}
+	labels := c.jvmPods(t, ns)
 	c.configMap(t, ns, "cfg", unclosedGroup)
 	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
 	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
@@ -542,10 +550,7 @@ func TestAJVMThatEndsOpensTheBreaker(t *testing.T) {
 			t.Parallel()
 			c := newCluster(t, 5*time.Minute)
 			ns := c.namespace(t, "breaker")
-			labels := map[string]string{"app": "orders"}
-			for _, name := range []string{"a", "b", "c"} {
-				c.createJVMPod(t, ns, name, labels, "containerd://"+name+"1")
-			}
+			labels := c.jvmPods(t, ns)
 			s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
 			s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
 				if strings.Contains(tc.name, "during") {
