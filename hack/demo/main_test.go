@@ -164,10 +164,10 @@ func stopDemo(t *testing.T, cmd *exec.Cmd, out io.Reader, ctrlC func(*output) er
 	case errors.As(waitErr, &exitErr) && !exit0:
 		ws, ok := exitErr.Sys().(syscall.WaitStatus)
 		if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
-			t.Errorf("make ended with %v; want exit 0, or GNU make's own re-raised SIGINT", waitErr)
+			t.Errorf("make ended with %v; want exit 0, or GNU make's own re-raised SIGINT; its output:\n%s", waitErr, output)
 		}
 	default:
-		t.Errorf("make ended with %v; want exit 0", waitErr)
+		t.Errorf("make ended with %v; want exit 0; its output:\n%s", waitErr, output)
 	}
 	// "demo: " starts the demo's own error lines (giving the terminal
 	// back, a cleanup that failed).
