@@ -5,6 +5,7 @@
 //	jmx-attach list [--json]
 //	jmx-attach inject (--agent JAR (--config FILE | --config-env NAME) | --bundle-stdin) --port N[,N...] (--pid P | --all) [--json]
 //	jmx-attach reconfigure (--config FILE | --config-env NAME | --bundle-stdin) (--pid P | --all) [--json]
+//	jmx-attach copy-agent [--from JAR] --to DIR
 //
 // Exit codes are listed in the help text and docs/jmx-attach.md.
 package main
@@ -47,12 +48,14 @@ Usage:
   jmx-attach list [--json] [--container-id ID]
   jmx-attach inject (--agent JAR (--config FILE | --config-env NAME) | --bundle-stdin) --port N[,N...] (--pid P | --all) [flags]
   jmx-attach reconfigure (--config FILE | --config-env NAME | --bundle-stdin) (--pid P | --all) [flags]
+  jmx-attach copy-agent [--from JAR] --to DIR
   jmx-attach help [command]
 
 Commands:
   list         list the JVMs visible from here (found through /proc, not hsperfdata)
   inject       check, copy and load the agent into JVMs, then check that the port answers HTTP
   reconfigure  replace the exporter config of agents loaded before; the agent reads it at its next scrape
+  copy-agent   copy the agent jar into a directory for -javaagent (the start-time injection's init container)
 
 Exit codes:
   0  success: every JVM was injected, already had the agent or was reconfigured (or left unchanged), or the
@@ -225,6 +228,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runInject(ctx, args[1:], stdin, stdout, stderr)
 	case "reconfigure":
 		return runReconfigure(ctx, args[1:], stdin, stdout, stderr)
+	case "copy-agent":
+		return runCopyAgent(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 {
 			switch args[1] {
@@ -236,6 +241,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				return exitOK
 			case "reconfigure":
 				fmt.Fprint(stdout, reconfigureHelp)
+				return exitOK
+			case "copy-agent":
+				fmt.Fprint(stdout, copyAgentHelp)
 				return exitOK
 			}
 			fmt.Fprintf(stderr, "jmx-attach: unknown command %q\n\n%s", args[1], usageText)

@@ -29,11 +29,13 @@ import org.yaml.snakeyaml.constructor.SafeConstructor;
  * Agent is handlerkit's JMX exporter java agent: jmx_exporter's collector (1.6.0) and the Prometheus client's
  * exposition behind jmx_exporter 1.x's {@code httpServer} settings, in a start that cannot end the JVM.
  *
- * <p>{@link #agentmain} and {@link #premain} take jmx_exporter's argument, {@code [host:]<port>:<config file>}.
- * They parse and compile the whole config with the collector's own code, look for a jmx_exporter agent already in
- * the JVM, bind the port, and only then serve. Whatever happens, they return normally, print exactly one line on
- * {@code System.err} starting {@code handlerkit-jmx-agent: }, and write {@code agent-status.json} next to the
- * config file (docs/agent.md). They never call {@code System.exit}.
+ * <p>{@link #agentmain} and {@link #premain} take jmx_exporter's argument, {@code [host:]<port>:<config file>},
+ * or {@code [host:]<port>:env:<NAME>} to read the config from an environment variable (the start-time injection,
+ * docs/atstart.md). They parse and compile the whole config with the collector's own code, look for a jmx_exporter
+ * agent already in the JVM, bind the port, and only then serve. Whatever happens, they return normally, print
+ * exactly one line on {@code System.err} starting {@code handlerkit-jmx-agent: }, and write
+ * {@code agent-status.json} next to the config file when there is one (docs/agent.md). They never call
+ * {@code System.exit}.
  */
 public final class Agent {
 
@@ -62,6 +64,7 @@ public final class Agent {
     static final String PORT_NOT_PERMITTED = "port-not-permitted";
     static final String INTERNAL = "internal";
     static final String JVM_UNSUPPORTED = "jvm-unsupported";
+    static final String JDK_TOOL = "jdk-tool";
 
     private static final Object LOCK = new Object();
 
@@ -77,24 +80,26 @@ public final class Agent {
      * @param inst the JVM's instrumentation
      */
     public static void agentmain(String arg, Instrumentation inst) {
-        run(arg, inst);
+        run(arg, inst, false);
     }
 
     /**
-     * Starts the agent before the application's main ({@code -javaagent:}). It never throws and never ends the
-     * JVM.
+     * Starts the agent before the application's main ({@code -javaagent:}, also from {@code JAVA_TOOL_OPTIONS}).
+     * It never throws and never ends the JVM. A JDK tool (jcmd, jshell, jps, ...) started in a container whose
+     * {@code JAVA_TOOL_OPTIONS} name the agent gets no agent ({@code jdk-tool}): it would take or contest the
+     * application's port.
      *
-     * @param arg {@code [host:]<port>:<config file>}
+     * @param arg {@code [host:]<port>:<config file>} or {@code [host:]<port>:env:<NAME>}
      * @param inst the JVM's instrumentation
      */
     public static void premain(String arg, Instrumentation inst) {
-        run(arg, inst);
+        run(arg, inst, true);
     }
 
-    private static void run(String arg, Instrumentation inst) {
+    private static void run(String arg, Instrumentation inst, boolean atStart) {
         String line;
         try {
-            line = start(arg, inst);
+            line = start(arg, inst, atStart);
         } catch (Throwable t) {
             line = Status.REFUSED + ": " + INTERNAL + ": " + describe(t);
         }
@@ -106,15 +111,25 @@ public final class Agent {
         }
     }
 
-    private static String start(String arg, Instrumentation inst) {
+    private static String start(String arg, Instrumentation inst, boolean atStart) {
         Status st = new Status();
+        if (atStart) {
+            String tool = jdkTool(property("sun.java.command"));
+            if (tool != null) {
+                // Before anything else: nothing is read, bound or written, not even a status file.
+                return refuse(st, null, JDK_TOOL, tool + " is a JDK tool, not the application; the agent stays out"
+                        + " of it");
+            }
+        }
         AgentArgs args;
         try {
             args = AgentArgs.parse(arg);
         } catch (AgentArgs.Invalid e) {
             Path dir = null;
             try {
-                dir = Paths.get(e.configFile).toAbsolutePath().getParent();
+                if (e.configFile != null) {
+                    dir = Paths.get(e.configFile).toAbsolutePath().getParent();
+                }
             } catch (RuntimeException ignored) {
                 // No directory to write the status into: the stderr line reports the refusal.
             }
@@ -124,14 +139,16 @@ public final class Agent {
         }
         st.host = args.host;
         st.port = args.port;
-        Path config;
-        Path dir;
-        try {
-            config = Paths.get(args.configFile).toAbsolutePath();
-            dir = config.getParent();
-        } catch (RuntimeException e) {
-            return refuse(st, null, CONFIG_INVALID, "invalid config file path [" + args.configFile + "]: "
-                    + describe(e));
+        Path config = null;
+        Path dir = null;
+        if (args.configEnv == null) {
+            try {
+                config = Paths.get(args.configFile).toAbsolutePath();
+                dir = config.getParent();
+            } catch (RuntimeException e) {
+                return refuse(st, null, CONFIG_INVALID, "invalid config file path [" + args.configFile + "]: "
+                        + describe(e));
+            }
         }
         try {
             return start(args, config, dir, st, inst);
@@ -140,6 +157,7 @@ public final class Agent {
         }
     }
 
+    /** Starts from a parsed argument; config and dir are null for a config from an environment variable. */
     private static String start(AgentArgs args, Path config, Path dir, Status st, Instrumentation inst) {
         String missing = missingModules();
         if (missing != null) {
@@ -150,7 +168,7 @@ public final class Agent {
             if (serving != null || already != null) {
                 String where = serving != null ? serving.describe() : already;
                 // Never overwrite the status of the agent that serves from this very directory.
-                Path statusDir = serving != null && serving.dir.equals(dir) ? null : dir;
+                Path statusDir = serving != null && dir != null && dir.equals(serving.dir) ? null : dir;
                 return refuse(st, statusDir, AGENT_ALREADY_PRESENT,
                         "handlerkit-jmx-agent is already serving in this JVM (" + where + ")");
             }
@@ -160,7 +178,7 @@ public final class Agent {
             }
             Compiled c;
             try {
-                c = Compiled.load(config);
+                c = config != null ? Compiled.load(config) : Compiled.fromEnv(args.configEnv);
             } catch (ConfigException e) {
                 return refuse(st, dir, CONFIG_INVALID, e.getMessage(), e);
             } catch (LinkageError | VirtualMachineError e) {
@@ -221,6 +239,51 @@ public final class Agent {
         }
         return "this JVM lacks " + b + ", which the agent needs; a runtime built with jlink must include the"
                 + " module";
+    }
+
+    /**
+     * Returns the main class of a JDK tool named by a {@code sun.java.command} value, or null when it names
+     * something else. The JDK's tools run from its own modules ({@code jdk.jcmd/sun.tools.jcmd.JCmd},
+     * {@code jdk.jshell/jdk.internal.jshell.tool.JShellToolProvider}, {@code java.base/sun.security.tools.keytool.Main})
+     * or, on Java 8, from the packages listed here.
+     */
+    static String jdkTool(String command) {
+        if (command == null) {
+            return null;
+        }
+        String main = command.trim();
+        int sp = main.indexOf(' ');
+        if (sp >= 0) {
+            main = main.substring(0, sp);
+        }
+        String module = "";
+        int slash = main.indexOf('/');
+        if (slash >= 0) {
+            module = main.substring(0, slash);
+            main = main.substring(slash + 1);
+        }
+        if (main.isEmpty()) {
+            return null;
+        }
+        if (module.startsWith("jdk.")) {
+            return main;
+        }
+        String[] packages = {"sun.tools.", "com.sun.tools.", "sun.security.tools.", "sun.jvm.hotspot.",
+            "jdk.internal.jshell.", "jdk.jshell.", "jdk.jfr.internal.tool.", "jdk.tools."};
+        for (String p : packages) {
+            if (main.startsWith(p)) {
+                return main;
+            }
+        }
+        return null;
+    }
+
+    private static String property(String name) {
+        try {
+            return System.getProperty(name);
+        } catch (Throwable t) {
+            return null;
+        }
     }
 
     private static String bindAddress(AgentArgs args) {
@@ -336,6 +399,43 @@ public final class Agent {
         }
 
         /**
+         * Reads the config from environment variable name ({@link EnvConfig}), then parses and compiles it as
+         * {@link #load} does. There is no file to reload: the environment of a running process does not change,
+         * so a new config takes effect at the JVM's next start.
+         *
+         * @throws Failure when the variable is unset, does not decode, or holds an invalid config
+         */
+        static Compiled fromEnv(String name) throws IOException {
+            ManagementFactory.getPlatformMBeanServer();
+            String value;
+            try {
+                value = System.getenv(name);
+            } catch (SecurityException e) {
+                throw new Failure("", "cannot read environment variable " + name + ": " + describe(e), e);
+            }
+            if (value == null) {
+                throw new Failure("", "environment variable " + name + " is not set", null);
+            }
+            byte[] bytes;
+            try {
+                bytes = EnvConfig.decode(name, value, MAX_CONFIG_BYTES);
+            } catch (ConfigException e) {
+                throw new Failure("", e.getMessage(), e);
+            }
+            String sha = sha256(bytes);
+            Path snapshot = snapshot(null, bytes);
+            try {
+                return compile(snapshot, bytes, sha);
+            } finally {
+                try {
+                    Files.deleteIfExists(snapshot);
+                } catch (IOException e) {
+                    // Left behind in a temporary directory.
+                }
+            }
+        }
+
+        /**
          * Reads, parses and compiles the config file.
          *
          * <p>The collector compiles a private snapshot of the bytes read (removed right after), not the file
@@ -370,14 +470,32 @@ public final class Agent {
             }
         }
 
-        /** Writes bytes to a new private file next to config, or in the temporary directory if that fails. */
+        /**
+         * Writes bytes to a new private file next to config (when there is one), else in the temporary directory,
+         * else in /dev/shm: a container with a read-only root file system and no volume on /tmp still has the
+         * memory file system the runtime mounts there.
+         */
         private static Path snapshot(Path config, byte[] bytes) throws IOException {
-            Path dir = config.getParent();
-            Path p;
-            try {
-                p = Files.createTempFile(dir, ".agent-config-", ".yaml");
-            } catch (IOException | RuntimeException e) {
-                p = Files.createTempFile("handlerkit-jmx-agent-config-", ".yaml");
+            Path p = null;
+            if (config != null && config.getParent() != null) {
+                try {
+                    p = Files.createTempFile(config.getParent(), ".agent-config-", ".yaml");
+                } catch (IOException | RuntimeException e) {
+                    // Try the temporary directory.
+                }
+            }
+            if (p == null) {
+                try {
+                    p = Files.createTempFile("handlerkit-jmx-agent-config-", ".yaml");
+                } catch (IOException | RuntimeException e) {
+                    try {
+                        p = Files.createTempFile(Paths.get("/dev/shm"), "handlerkit-jmx-agent-config-", ".yaml");
+                    } catch (IOException | RuntimeException e2) {
+                        throw new IOException("no writable directory for the collector's private copy of the"
+                                + " config (java.io.tmpdir: " + describe(e) + "; /dev/shm: " + describe(e2) + ")",
+                                e);
+                    }
+                }
             }
             try {
                 Files.write(p, bytes);

@@ -38,7 +38,9 @@ final class Server {
     static final long RELOAD_INTERVAL_MILLIS = 1000;
 
     final AgentArgs args;
+    /** The config file's directory, where the status is written; null for a config from the environment. */
     final Path dir;
+    /** The config file the reloader watches; null for a config from the environment, which never changes. */
     final Path config;
     private final HttpServer http;
     private final SwappableCollector collector;
@@ -58,7 +60,9 @@ final class Server {
     private Server(AgentArgs args, Path dir, HttpServer http, SwappableCollector collector, Agent.Compiled c) {
         this.args = args;
         this.dir = dir;
-        this.config = dir.resolve(java.nio.file.Paths.get(args.configFile).getFileName());
+        this.config = dir == null || args.configFile == null
+                ? null
+                : dir.resolve(java.nio.file.Paths.get(args.configFile).getFileName());
         this.http = http;
         this.collector = collector;
         this.current = c;
@@ -178,11 +182,15 @@ final class Server {
 
     /** Describes the server for the refusal of a second agent. */
     String describe() {
-        return "port " + args.port + ", config " + config;
+        return "port " + args.port + ", config " + (config != null ? config.toString()
+                : AgentArgs.ENV_PREFIX + args.configEnv);
     }
 
     /** Writes the status; a failure leaves the old file. */
     synchronized void writeStatus() {
+        if (dir == null) {
+            return;
+        }
         try {
             status.write(dir);
         } catch (Throwable t) {
@@ -190,8 +198,11 @@ final class Server {
         }
     }
 
-    /** Starts the daemon thread that reloads the config when its bytes change. */
+    /** Starts the daemon thread that reloads the config when its bytes change; none without a config file. */
     void startReloader() {
+        if (config == null) {
+            return;
+        }
         Thread t = new Thread(new Runnable() {
             @Override
             public void run() {

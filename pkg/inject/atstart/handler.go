@@ -1,0 +1,86 @@
+package atstart
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Chooser returns what to inject into a pod being created, and false when no exporter wants the pod at start.
+// The operator implements it from its exporters (mode AtStart or Both, selector, containers). The pod's namespace
+// is set even when the request's object has none yet.
+type Chooser func(ctx context.Context, pod *corev1.Pod) (in Input, ok bool, err error)
+
+// maxWarnings and maxWarningLen keep the warnings short: the API server passes them to the client that created
+// the pod (kubectl prints them), and a controller's logs.
+const (
+	maxWarnings   = 4
+	maxWarningLen = 240
+)
+
+// Handler returns the webhook handler for pod creation (pkg/webhook serves it): it decodes the pod, asks choose
+// what to inject, and answers with Mutate's patch. It always admits the pod: a pod it cannot decode, a choose or
+// Mutate error, or another operation than CREATE of a pod gives an allowed response without a patch (a warning
+// says why, for errors). Notes become warnings prefixed "handlerkit: ".
+func Handler(choose Chooser) func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	return func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		resp := &admissionv1.AdmissionResponse{Allowed: true}
+		if req == nil {
+			return resp
+		}
+		resp.UID = req.UID
+		if req.Operation != admissionv1.Create || req.SubResource != "" ||
+			req.Kind.Group != "" || req.Kind.Kind != "Pod" {
+			return resp
+		}
+		var pod corev1.Pod
+		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+			resp.Warnings = warnings([]string{"not injected at start: cannot decode the pod: " + err.Error()})
+			return resp
+		}
+		if pod.Namespace == "" {
+			pod.Namespace = req.Namespace
+		}
+		in, ok, err := choose(ctx, &pod)
+		if err != nil {
+			resp.Warnings = warnings([]string{"not injected at start: " + err.Error()})
+			return resp
+		}
+		if !ok {
+			return resp
+		}
+		res, err := Mutate(&pod, in)
+		if err != nil {
+			resp.Warnings = warnings([]string{fmt.Sprintf("not injected at start by exporter %s: %v", in.Exporter, err)})
+			return resp
+		}
+		resp.Warnings = warnings(res.Notes)
+		patch, err := res.PatchJSON()
+		if err != nil || patch == nil {
+			return resp
+		}
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = patch, &pt
+		return resp
+	}
+}
+
+func warnings(notes []string) []string {
+	var out []string
+	for i, n := range notes {
+		if i == maxWarnings {
+			out = append(out, fmt.Sprintf("handlerkit: and %d more", len(notes)-maxWarnings))
+			break
+		}
+		w := "handlerkit: " + n
+		if len(w) > maxWarningLen {
+			w = strings.ToValidUTF8(w[:maxWarningLen-3], "") + "..."
+		}
+		out = append(out, w)
+	}
+	return out
+}
