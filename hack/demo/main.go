@@ -34,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,6 +72,7 @@ func demo() int {
 		// The demo still runs, as it would without a terminal.
 		fmt.Fprintln(os.Stderr, "demo: Ctrl-C will reach make too:", err)
 	}
+	ownTerminal := fg.own != 0
 	defer func() {
 		if err := fg.restore(); err != nil {
 			fmt.Fprintln(os.Stderr, "demo:", err)
@@ -78,6 +80,11 @@ func demo() int {
 	}()
 	err = run(ctx)
 	stopped := ctx.Err() != nil
+	if stopped && !ownTerminal {
+		// The signal reached make too: exit only once make's handler
+		// runs (parent.go).
+		defer awaitParentSignals(unix.SIGINT, unix.SIGTERM)
+	}
 	switch {
 	case err != nil && stopped:
 		// Ctrl-C before the demo was up: what it started is cleaned up

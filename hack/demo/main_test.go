@@ -118,6 +118,105 @@ func TestCtrlCOnMakeDemoIsACleanStop(t *testing.T) {
 		sigint := func(*output) error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
 		stopDemo(t, cmd, pr, sigint, false)
 	})
+	// GNU make's SIGINT handler reaps its children itself. If the demo has
+	// exited, and make's main loop reaped it, before that handler runs, the
+	// handler finds no child: "make: *** wait: No child processes.  Stop.",
+	// status 2. Under load make can run milliseconds after the demo (seen
+	// in make test, 3 times in about 200 runs beside other tests). So the
+	// demo must not exit before make has taken its SIGINT (parent.go). Here
+	// make is stopped when the SIGINT arrives, so the signal stays pending
+	// for it: the demo, which stops in milliseconds, must still run 2 s
+	// later, and end once make is continued and takes the signal.
+	t.Run("SIGINT to the session while make is not running", func(t *testing.T) {
+		cmd := makeDemo(t)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pr.Close()
+		cmd.Stdout, cmd.Stderr = pw, pw
+		err = cmd.Start()
+		pw.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mk := cmd.Process.Pid
+		defer func() { _ = syscall.Kill(mk, syscall.SIGCONT) }()
+		stopDemo(t, cmd, pr, func(out *output) error {
+			demo := childOf(t, mk)
+			if demo == 0 {
+				return errors.New("make has no child process although the demo runs")
+			}
+			if err := syscall.Kill(mk, syscall.SIGSTOP); err != nil {
+				return err
+			}
+			if err := waitState(mk, time.Minute, 'T'); err != nil {
+				return fmt.Errorf("make did not stop: %w", err)
+			}
+			if err := syscall.Kill(-mk, syscall.SIGINT); err != nil {
+				return err
+			}
+			// The demo stops in milliseconds; one that does not wait for
+			// make is a zombie well within this.
+			if err := out.waitFor("==> stopping", time.Minute); err != nil {
+				return err
+			}
+			if err := waitState(demo, 2*time.Second, 'Z', 'X'); err == nil {
+				t.Errorf("the demo (pid %d) ended before make took its SIGINT: a make that runs late fails with \"wait: No child processes\"", demo)
+			}
+			return syscall.Kill(mk, syscall.SIGCONT)
+		}, false)
+	})
+}
+
+// childOf returns a child process of pid, 0 when it has none.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := procStat(child); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			return child
+		}
+	}
+	return 0
+}
+
+// procStat returns the fields of /proc/<pid>/stat after the command's name
+// (state, ppid, pgrp, session, ...); nil when the process is gone.
+func procStat(pid int) []string {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(data, ')')
+	return strings.Fields(string(data[i+1:]))
+}
+
+// waitState waits, for at most d, until pid is in one of the states (the
+// state letter of /proc/<pid>/stat; a process that is gone counts as 'X').
+func waitState(pid int, d time.Duration, states ...byte) error {
+	deadline := time.Now().Add(d)
+	for {
+		state := byte('X')
+		if f := procStat(pid); len(f) > 0 && f[0] != "" {
+			state = f[0][0]
+		}
+		if bytes.IndexByte(states, state) >= 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d is in state %c after %s, want one of %q", pid, state, d, states)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // stopDemo waits for the started make demo to print the demo's ready line
@@ -272,14 +371,8 @@ func session(t *testing.T, sid int) []int {
 		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
 		// After the command's name in parentheses: state, ppid, pgrp, session.
-		i := bytes.LastIndexByte(data, ')')
-		f := strings.Fields(string(data[i+1:]))
-		if len(f) > 3 && f[3] == strconv.Itoa(sid) {
+		if f := procStat(pid); len(f) > 3 && f[3] == strconv.Itoa(sid) {
 			out = append(out, pid)
 		}
 	}
