@@ -173,6 +173,9 @@ func TestSchemaDefaultsPortStrategyAndConfigMapKey(t *testing.T) {
 	if out.Spec.Injection.Strategy != jmxv1alpha1.DefaultInjectionStrategy {
 		t.Errorf("strategy = %q, want the default %q", out.Spec.Injection.Strategy, jmxv1alpha1.DefaultInjectionStrategy)
 	}
+	if out.Spec.Injection.Mode != jmxv1alpha1.DefaultInjectionMode || out.Spec.Injection.RestartOnRefusal {
+		t.Errorf("mode = %q, restartOnRefusal = %v; want the default %q and false", out.Spec.Injection.Mode, out.Spec.Injection.RestartOnRefusal, jmxv1alpha1.DefaultInjectionMode)
+	}
 	if out.Spec.Config.ConfigMapKey != jmxv1alpha1.DefaultConfigMapKey {
 		t.Errorf("configMapKey = %q, want the default %q", out.Spec.Config.ConfigMapKey, jmxv1alpha1.DefaultConfigMapKey)
 	}
@@ -183,7 +186,7 @@ func TestSchemaDefaultsPortStrategyAndConfigMapKey(t *testing.T) {
 	// The schema defaults must agree with the Go defaults the operator uses
 	// for objects that never went through the API server.
 	if got := in.Spec.Defaulted(); got.Port != out.Spec.Port || got.Injection.Strategy != out.Spec.Injection.Strategy ||
-		got.Config.ConfigMapKey != out.Spec.Config.ConfigMapKey {
+		got.Injection.Mode != out.Spec.Injection.Mode || got.Config.ConfigMapKey != out.Spec.Config.ConfigMapKey {
 		t.Errorf("Defaulted() = %+v disagrees with the API server's defaults %+v", got, out.Spec)
 	}
 }
@@ -210,9 +213,11 @@ func TestSchemaDefaultsApplyWhenInjectionIsAbsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	strategy, _, _ := unstructured.NestedString(out.Object, "spec", "injection", "strategy")
+	mode, _, _ := unstructured.NestedString(out.Object, "spec", "injection", "mode")
 	port, _, _ := unstructured.NestedInt64(out.Object, "spec", "port")
-	if strategy != string(jmxv1alpha1.DefaultInjectionStrategy) || port != int64(jmxv1alpha1.DefaultPort) {
-		t.Errorf("stored spec %v, want strategy %s and port %d filled in", out.Object["spec"], jmxv1alpha1.DefaultInjectionStrategy, jmxv1alpha1.DefaultPort)
+	if strategy != string(jmxv1alpha1.DefaultInjectionStrategy) || mode != string(jmxv1alpha1.DefaultInjectionMode) || port != int64(jmxv1alpha1.DefaultPort) {
+		t.Errorf("stored spec %v, want strategy %s, mode %s and port %d filled in", out.Object["spec"],
+			jmxv1alpha1.DefaultInjectionStrategy, jmxv1alpha1.DefaultInjectionMode, jmxv1alpha1.DefaultPort)
 	}
 }
 
@@ -245,6 +250,10 @@ func TestAPIServerRejectsInvalidSpecs(t *testing.T) {
 		{"port 65536", map[string]any{"selector": selector, "port": int64(65536)}, "spec.port", "less than or equal to 65535"},
 		{"unknown strategy", map[string]any{"selector": selector, "injection": map[string]any{"strategy": "Sidecar"}}, "spec.injection.strategy", "Unsupported value"},
 		{"lower-case strategy", map[string]any{"selector": selector, "injection": map[string]any{"strategy": "exec"}}, "spec.injection.strategy", "Unsupported value"},
+		{"unknown mode", map[string]any{"selector": selector, "injection": map[string]any{"mode": "Sidecar"}}, "spec.injection.mode", "Unsupported value"},
+		{"lower-case mode", map[string]any{"selector": selector, "injection": map[string]any{"mode": "atStart"}}, "spec.injection.mode", "Unsupported value"},
+		{"restartOnRefusal without a mode", map[string]any{"selector": selector, "injection": map[string]any{"restartOnRefusal": true}}, "spec.injection", "restartOnRefusal needs mode Both"},
+		{"restartOnRefusal with AtStart", map[string]any{"selector": selector, "injection": map[string]any{"mode": "AtStart", "restartOnRefusal": true}}, "spec.injection", "restartOnRefusal needs mode Both"},
 		{"config without configMapName", map[string]any{"selector": selector, "config": map[string]any{"configMapKey": "config.yaml"}}, "spec.config.configMapName", "Required"},
 		{"invalid container name", map[string]any{"selector": selector, "containers": []any{"App_1"}}, "spec.containers[0]", "should match"},
 		{"relative agent path", map[string]any{"selector": selector, "agent": map[string]any{"path": "agent.jar"}}, "spec.agent.path", "should match"},
@@ -314,6 +323,10 @@ func TestAPIServerAcceptsBoundaryValues(t *testing.T) {
 		{"port 1024", func(p *jmxv1alpha1.PrometheusJmxExporter) { p.Spec.Port = 1024 }},
 		{"port 65535", func(p *jmxv1alpha1.PrometheusJmxExporter) { p.Spec.Port = 65535 }},
 		{"strategy Exec", func(p *jmxv1alpha1.PrometheusJmxExporter) { p.Spec.Injection.Strategy = jmxv1alpha1.InjectionExec }},
+		{"mode AtStart", func(p *jmxv1alpha1.PrometheusJmxExporter) { p.Spec.Injection.Mode = jmxv1alpha1.InjectionModeAtStart }},
+		{"mode Both with restartOnRefusal", func(p *jmxv1alpha1.PrometheusJmxExporter) {
+			p.Spec.Injection.Mode, p.Spec.Injection.RestartOnRefusal = jmxv1alpha1.InjectionModeBoth, true
+		}},
 		{"strategy EphemeralContainer", func(p *jmxv1alpha1.PrometheusJmxExporter) {
 			p.Spec.Injection.Strategy = jmxv1alpha1.InjectionEphemeralContainer
 		}},
@@ -348,6 +361,9 @@ func TestAPIServerAcceptsBoundaryValues(t *testing.T) {
 			want.Port = got.Spec.Port // the schema default fills what the case left unset
 			if want.Injection.Strategy == "" {
 				want.Injection.Strategy = got.Spec.Injection.Strategy
+			}
+			if want.Injection.Mode == "" {
+				want.Injection.Mode = got.Spec.Injection.Mode
 			}
 			if !equalJSON(t, got.Spec, *want) {
 				t.Errorf("stored spec %s, sent %s", mustJSON(t, got.Spec), mustJSON(t, p.Spec))

@@ -152,6 +152,24 @@ const (
 	// status instead (without the list the server refused) and does not
 	// write the refused one again. The message carries the server's words.
 	ReasonStatusRefused = "StatusRefused"
+	// ReasonNotInjectedAtStart (Ready=False): with spec.injection.mode
+	// AtStart, selected pods run without the agent because they were created
+	// without it (before the exporter, or while the operator's admission
+	// webhook was unavailable). They get it when they are next created, for
+	// example by a rollout; they are never attached in this mode.
+	ReasonNotInjectedAtStart = "NotInjectedAtStart"
+	// ReasonConfigAtNextStart (ConfigApplied=False): agents given at start
+	// (status.metricsEndpoints[].injectedBy AtStart) serve an earlier config.
+	// Such an agent reads its config once, when its JVM starts, from the
+	// pod's spec: the current config reaches it when the pod is next created
+	// (a rollout), not when its container restarts. The message says how many
+	// pods and which.
+	ReasonConfigAtNextStart = "ConfigAtNextStart"
+	// ReasonWebhookDisabled (Degraded=True): spec.injection.mode is AtStart
+	// or Both, but the operator runs without its admission webhook
+	// (--webhook=off): no pod gets the agent at start, and restartOnRefusal
+	// evicts nothing (a recreated pod would come back without the agent).
+	ReasonWebhookDisabled = "WebhookDisabled"
 )
 
 // Permanent injection failure reasons. They appear in Events, in the
@@ -164,6 +182,11 @@ const (
 	// ReasonDynamicLoadingDisabled: the JVM runs with
 	// -XX:-EnableDynamicAgentLoading.
 	ReasonDynamicLoadingDisabled = "DynamicLoadingDisabled"
+	// ReasonAttachRefused: with spec.injection.mode Both, the running JVM
+	// refuses a live attach (AttachDisabled or DynamicLoadingDisabled); the
+	// pod gets the agent at start when it is next created, for example by a
+	// rollout, or at once with spec.injection.restartOnRefusal.
+	ReasonAttachRefused = "AttachRefused"
 	// ReasonPortInUse: something in the pod already uses the agent's port.
 	ReasonPortInUse = "PortInUse"
 	// ReasonAgentStartFailed: the JVM loaded the agent and the agent failed

@@ -26,6 +26,10 @@ const (
 	// spec.injection.strategy is unset. docs/api.md explains the choice.
 	DefaultInjectionStrategy = InjectionEphemeralContainer
 
+	// DefaultInjectionMode is the mode used when spec.injection.mode is
+	// unset: live attach, as before start-time injection existed.
+	DefaultInjectionMode = InjectionModeAttach
+
 	// DefaultConfigMapKey is the ConfigMap key read when
 	// spec.config.configMapKey is unset.
 	DefaultConfigMapKey = "config.yaml"
@@ -54,6 +58,9 @@ func (s *PrometheusJmxExporterSpec) Defaulted() PrometheusJmxExporterSpec {
 	}
 	if out.Injection.Strategy == "" {
 		out.Injection.Strategy = DefaultInjectionStrategy
+	}
+	if out.Injection.Mode == "" {
+		out.Injection.Mode = DefaultInjectionMode
 	}
 	if out.Config != nil && out.Config.ConfigMapKey == "" {
 		out.Config.ConfigMapKey = DefaultConfigMapKey

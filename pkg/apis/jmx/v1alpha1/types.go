@@ -231,14 +231,64 @@ const (
 	InjectionEphemeralContainer InjectionStrategy = "EphemeralContainer"
 )
 
-// Injection configures how agents are loaded.
+// Injection configures how and when agents are loaded.
+// +kubebuilder:validation:XValidation:rule="!has(self.restartOnRefusal) || !self.restartOnRefusal || (has(self.mode) && self.mode == 'Both')",message="restartOnRefusal needs mode Both: only then does a recreated pod get the agent at start"
 type Injection struct {
 	// Strategy is Exec or EphemeralContainer. See docs/api.md for why
 	// EphemeralContainer is the default.
 	// +optional
 	// +kubebuilder:default=EphemeralContainer
 	Strategy InjectionStrategy `json:"strategy,omitempty"`
+
+	// Mode is when the agent gets into the JVMs: Attach (default: running
+	// JVMs, by the strategy), AtStart (only pods created from now on, through
+	// the operator's admission webhook, with -javaagent in JAVA_TOOL_OPTIONS),
+	// or Both (running pods are attached; pods created afterwards get the agent
+	// at start and are never attached). See docs/atstart.md.
+	// +optional
+	// +kubebuilder:default=Attach
+	Mode InjectionMode `json:"mode,omitempty"`
+
+	// RestartOnRefusal lets the operator evict, one at a time and through the
+	// eviction API (so PodDisruptionBudgets apply), the pods whose running
+	// JVM refuses a live attach (reason AttachRefused), so that their
+	// controller recreates them with the agent at start. Only with mode Both.
+	// Off by default: the operator never restarts a pod unless told to.
+	// +optional
+	RestartOnRefusal bool `json:"restartOnRefusal,omitempty"`
 }
+
+// InjectionMode is when the agent is loaded: into running JVMs, at JVM start,
+// or both.
+// +kubebuilder:validation:Enum=Attach;AtStart;Both
+type InjectionMode string
+
+const (
+	// InjectionModeAttach loads the agent into running JVMs (live attach, by
+	// spec.injection.strategy) and never changes a pod at creation.
+	InjectionModeAttach InjectionMode = "Attach"
+
+	// InjectionModeAtStart gives the agent only to pods created after the
+	// exporter, at creation, through the operator's mutating admission
+	// webhook; running pods are reported, never attached.
+	InjectionModeAtStart InjectionMode = "AtStart"
+
+	// InjectionModeBoth attaches to running pods and gives the agent at start
+	// to pods created afterwards, which are then never attached.
+	InjectionModeBoth InjectionMode = "Both"
+)
+
+// InjectedBy says how a JVM got its agent.
+type InjectedBy string
+
+const (
+	// InjectedByAttach: loaded into the running JVM (live attach).
+	InjectedByAttach InjectedBy = "Attach"
+
+	// InjectedByAtStart: given at the JVM's start (-javaagent in
+	// JAVA_TOOL_OPTIONS, added to the pod at creation).
+	InjectedByAtStart InjectedBy = "AtStart"
+)
 
 // Agent selects the image that carries the agent jar and the attach helper.
 // Every field is optional; empty fields take the running operator's own, so
@@ -442,6 +492,13 @@ type MetricsEndpoint struct {
 	// InjectedAt is when the agent was loaded.
 	// +optional
 	InjectedAt metav1.Time `json:"injectedAt,omitempty"`
+
+	// InjectedBy is how the JVM got the agent: Attach (loaded while it ran)
+	// or AtStart (given at its start). Empty in records of earlier releases,
+	// which means Attach.
+	// +optional
+	// +kubebuilder:validation:Enum=Attach;AtStart
+	InjectedBy InjectedBy `json:"injectedBy,omitempty"`
 }
 
 // PrometheusJmxExporterList is a list of PrometheusJmxExporters.
