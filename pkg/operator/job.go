@@ -44,6 +44,9 @@ type task struct {
 	// retryFailure is set when previous is a permanent failure met with an
 	// earlier generation or config, which is tried once more.
 	retryFailure bool
+	// atStart, when set, is the record to write for a container that got
+	// the agent at start (planAtStart): nothing runs in the pod.
+	atStart *ContainerRecord
 }
 
 // outcome classes.
@@ -78,6 +81,10 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) {
 	for _, t := range j.tasks {
 		if ctx.Err() != nil {
 			return
+		}
+		if t.atStart != nil {
+			r.recordAtStart(ctx, j, t)
+			continue
 		}
 		if t.reconfigure {
 			r.reconfigure(ctx, j, t)
@@ -114,6 +121,10 @@ func (r *Reconciler) stillNeeded(ctx context.Context, j *job) (*corev1.Pod, bool
 	for _, t := range j.tasks {
 		c, ok := rec.current(t.container.Name, t.container.ContainerID)
 		switch {
+		case t.atStart != nil:
+			if ok && rec.Exporter == j.exporterName && sameAtStartRecord(c, *t.atStart) {
+				continue
+			}
 		case !t.reconfigure && ok && c.settled() && !t.retryFailure:
 			continue // injected (or found to have no JVM, or failed) meanwhile
 		case !t.reconfigure && ok && t.retryFailure && c.Failure != nil && c.Generation == j.generation && c.ConfigHash == j.configHash:
@@ -271,6 +282,9 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 		return // shutting down or leadership lost: the next leader picks it up
 	}
 	rec := classify(out, err)
+	if j.spec.Injection.Mode == jmxv1alpha1.InjectionModeBoth {
+		rec = refusedUnderBoth(rec, j.spec.Injection.RestartOnRefusal)
+	}
 	exporterRef := r.exporterRef(j)
 	attempts := 0
 	if p := t.previous; t.hadRecord && !p.settled() && p.Generation == j.generation && p.ConfigHash == j.configHash {
@@ -337,6 +351,13 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 	}
 	r.metrics.observe(j.strategy.Name(), rec.class, rec.reason, took)
 	switch {
+	case rec.failure != nil && rec.failure.Reason == jmxv1alpha1.ReasonAttachRefused:
+		msg := fmt.Sprintf("the JVM in %s refuses a live attach: %s", target, rec.failure.Message)
+		if len(rec.jvms) > 0 {
+			msg += fmt.Sprintf(" (%d other JVMs got the agent)", len(rec.jvms))
+		}
+		log.Warn("operator: " + msg)
+		r.event(j.pod, exporterRef, corev1.EventTypeWarning, jmxv1alpha1.ReasonAttachRefused, msg)
 	case rec.failure != nil:
 		msg := fmt.Sprintf("%s: %s: %s", target, rec.failure.Reason, rec.failure.Message)
 		if len(rec.jvms) > 0 {
@@ -583,6 +604,24 @@ func classify(out inject.Outcome, err error) classified {
 	case c.failure != nil:
 		c.class, c.reason = resultFailure, c.failure.Reason
 	}
+	return c
+}
+
+// refusedUnderBoth turns a JVM's refusal of a live attach (AttachDisabled,
+// DynamicLoadingDisabled) into AttachRefused, for mode Both: the pod gets the
+// agent at start when it is next created. The refusal's own reason stays in
+// the message.
+func refusedUnderBoth(c classified, restartOnRefusal bool) classified {
+	if c.failure == nil || c.failure.Reason != jmxv1alpha1.ReasonAttachDisabled && c.failure.Reason != jmxv1alpha1.ReasonDynamicLoadingDisabled {
+		return c
+	}
+	msg := fmt.Sprintf("%s: %s; with spec.injection.mode Both the pod gets the agent at start when it is next created, for example by a rollout "+
+		"(a container restart keeps the pod's spec and does not)", c.failure.Reason, c.failure.Message)
+	if restartOnRefusal {
+		msg += "; restartOnRefusal is on: the operator evicts the pod, one pod of the exporter at a time, so that its controller recreates it"
+	}
+	c.failure = &Failure{Reason: jmxv1alpha1.ReasonAttachRefused, Message: msg}
+	c.reason = jmxv1alpha1.ReasonAttachRefused
 	return c
 }
 

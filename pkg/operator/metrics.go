@@ -23,9 +23,12 @@ const (
 	podFailed   = "failed"
 	podNoJVM    = "no_jvm"
 	podConflict = "conflict"
+	// podNotAtStart: with mode AtStart, a running pod created without the
+	// agent, which is never attached.
+	podNotAtStart = "not_injected_at_start"
 )
 
-var podStates = []string{podInjected, podPending, podFailed, podNoJVM, podConflict}
+var podStates = []string{podInjected, podPending, podFailed, podNoJVM, podConflict, podNotAtStart}
 
 var registerOnce sync.Map // prometheus.Registerer -> *metrics
 
@@ -55,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"namespace", "exporter"}),
 		pods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "jmx_operator_pods",
-			Help: "Pods matched by each exporter, by state (injected, pending, failed, no_jvm, conflict).",
+			Help: "Pods matched by each exporter, by state (injected, pending, failed, no_jvm, conflict, not_injected_at_start).",
 		}, []string{"namespace", "exporter", "state"}),
 	}
 	if reg == nil {

@@ -25,6 +25,7 @@ import (
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject"
+	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
 	"github.com/handlerkit/handlerkit/pkg/sdk"
 	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
@@ -141,6 +142,16 @@ type Options struct {
 	// Prometheus whose podMonitorSelector asks for them (such as
 	// kube-prometheus-stack's release=<name>).
 	PodMonitorLabels map[string]string
+	// AtStartDelivery is how AtStartInput has the webhook deliver the agent
+	// jar to pods injected at start: atstart.DeliveryImageVolume (default)
+	// or atstart.DeliveryInitContainer, for clusters without image volumes.
+	AtStartDelivery atstart.Delivery
+	// NoWebhook says that the operator serves no admission webhook
+	// (--webhook=off), so no pod gets the agent at start: exporters with
+	// spec.injection.mode AtStart or Both get Degraded=True, reason
+	// WebhookDisabled, and restartOnRefusal evicts nothing (a recreated pod
+	// would come back without the agent, and be refused again).
+	NoWebhook bool
 }
 
 // Scheme returns a scheme with the built-in kinds and PrometheusJmxExporter,
@@ -176,6 +187,7 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		retries:    newRetries(),
 		canary:     map[string]canaryJob{},
 		refused:    map[string]refusal{},
+		evictions:  map[string]*evictions{},
 	}
 	r.strategies = o.Strategies
 	if r.strategies == nil {
@@ -278,6 +290,9 @@ func (o Options) withDefaults() Options {
 	if o.EphemeralContainerBudget <= 0 {
 		o.EphemeralContainerBudget = DefaultEphemeralContainerBudget
 	}
+	if o.AtStartDelivery == "" {
+		o.AtStartDelivery = atstart.DeliveryImageVolume
+	}
 	return o
 }
 
@@ -291,7 +306,8 @@ func configMapIndex(obj runtime.Object) ([]string, error) {
 }
 
 // TrimPod keeps only what the operator reads of a pod, so that the pod cache
-// of a large cluster stays small: identity, labels, annotations, the
+// of a large cluster stays small: identity, labels, annotations, owner
+// references (restartOnRefusal evicts only pods that have a controller), the
 // containers' names and security contexts, and the status fields that say
 // what runs where.
 func TrimPod(obj runtime.Object) (runtime.Object, error) {
@@ -302,7 +318,7 @@ func TrimPod(obj runtime.Object) (runtime.Object, error) {
 	out := &corev1.Pod{TypeMeta: pod.TypeMeta}
 	out.Name, out.Namespace, out.UID = pod.Name, pod.Namespace, pod.UID
 	out.ResourceVersion, out.Generation = pod.ResourceVersion, pod.Generation
-	out.Labels, out.Annotations = pod.Labels, pod.Annotations
+	out.Labels, out.Annotations, out.OwnerReferences = pod.Labels, pod.Annotations, pod.OwnerReferences
 	out.CreationTimestamp, out.DeletionTimestamp = pod.CreationTimestamp, pod.DeletionTimestamp
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		out.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: sc.RunAsUser, RunAsGroup: sc.RunAsGroup}

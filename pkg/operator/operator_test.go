@@ -260,7 +260,8 @@ func TestTrimPodKeepsWhatTheOperatorReads(t *testing.T) {
 	uid := int64(1000)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "n", UID: "u", Labels: map[string]string{"a": "b"},
-			Annotations: map[string]string{"k": "v"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+			Annotations: map[string]string{"k": "v"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: ptrTo(true)}}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "big", Env: []corev1.EnvVar{{Name: "X", Value: "Y"}},
 			SecurityContext: &corev1.SecurityContext{RunAsUser: &uid}}}, Volumes: []corev1.Volume{{Name: "v"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.5",
@@ -273,7 +274,8 @@ func TestTrimPodKeepsWhatTheOperatorReads(t *testing.T) {
 	}
 	got := obj.(*corev1.Pod)
 	if got.Name != "p" || got.UID != "u" || got.Labels["a"] != "b" || got.Annotations["k"] != "v" || got.Status.PodIP != "10.0.0.5" ||
-		got.Status.ContainerStatuses[0].ContainerID != "cid" || *got.Spec.Containers[0].SecurityContext.RunAsUser != 1000 {
+		got.Status.ContainerStatuses[0].ContainerID != "cid" || *got.Spec.Containers[0].SecurityContext.RunAsUser != 1000 ||
+		metav1.GetControllerOf(got) == nil || metav1.GetControllerOf(got).UID != "rs-uid" {
 		t.Errorf("trimmed away something read: %+v", got)
 	}
 	if len(got.ManagedFields) != 0 || got.Spec.Containers[0].Image != "" || len(got.Spec.Containers[0].Env) != 0 || len(got.Spec.Volumes) != 0 {
@@ -334,6 +336,38 @@ func TestStoppedOnRequestIsSIGTERMOnly(t *testing.T) {
 	} {
 		if got := stoppedOnRequest(&c.term); got != c.want {
 			t.Errorf("%+v: %v, want %v", c.term, got, c.want)
+		}
+	}
+}
+
+// TestARefusalOfAttachUnderBothIsAttachRefused: under mode Both, the two
+// reasons of a JVM that refuses a live attach become AttachRefused, keeping
+// the JVM's own reason and saying when the pod gets the agent; every other
+// outcome stays as it was.
+func TestARefusalOfAttachUnderBothIsAttachRefused(t *testing.T) {
+	for _, reason := range []string{jmxv1alpha1.ReasonAttachDisabled, jmxv1alpha1.ReasonDynamicLoadingDisabled} {
+		for _, restart := range []bool{false, true} {
+			got := refusedUnderBoth(classified{class: resultFailure, reason: reason, failure: &Failure{Reason: reason, Message: "JVM 1 (app.Main): m"}}, restart)
+			if got.reason != jmxv1alpha1.ReasonAttachRefused || got.failure.Reason != jmxv1alpha1.ReasonAttachRefused || got.class != resultFailure {
+				t.Errorf("%s: %+v", reason, got)
+			}
+			for _, w := range []string{reason, "JVM 1 (app.Main): m", "next created", "rollout", "container restart"} {
+				if !strings.Contains(got.failure.Message, w) {
+					t.Errorf("%s: message %q lacks %q", reason, got.failure.Message, w)
+				}
+			}
+			if strings.Contains(got.failure.Message, "evicts") != restart {
+				t.Errorf("%s, restartOnRefusal %v: message %q", reason, restart, got.failure.Message)
+			}
+		}
+	}
+	for _, c := range []classified{
+		{class: resultSuccess},
+		{class: resultFailure, reason: jmxv1alpha1.ReasonPortInUse, failure: &Failure{Reason: jmxv1alpha1.ReasonPortInUse}},
+		{class: resultRetry, reason: "AttachTimeout"},
+	} {
+		if got := refusedUnderBoth(c, true); got.reason != c.reason || got.failure != c.failure {
+			t.Errorf("%+v became %+v", c, got)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject"
+	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
 	"github.com/handlerkit/handlerkit/pkg/jvm"
 	"github.com/handlerkit/handlerkit/pkg/sdk"
 	"github.com/handlerkit/handlerkit/pkg/sdk/action"
@@ -53,6 +54,10 @@ type Reconciler struct {
 	// again (refusedMu guards it).
 	refusedMu sync.Mutex
 	refused   map[string]refusal
+	// evictions is restartOnRefusal's memory per exporter (namespace/name;
+	// evictMu guards the map, evict.go).
+	evictMu   sync.Mutex
+	evictions map[string]*evictions
 }
 
 // refusal is a status the API server refused: its fingerprint
@@ -81,6 +86,7 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 		r.refusedMu.Lock()
 		delete(r.refused, ex.Namespace+"/"+ex.Name)
 		r.refusedMu.Unlock()
+		r.forgetEvictions(ex.Namespace + "/" + ex.Name)
 		return nil
 	}
 	if ex.DeletionTimestamp != nil {
@@ -103,6 +109,14 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 			r.clearCanary(job.exporter, string(job.pod.UID))
 		}
 	}
+	// The records of pods given the agent at start: nothing runs in them,
+	// so no change is tried on one first.
+	for _, job := range plan.recordJobs {
+		job := job
+		wake := func() { r.wake(ctx, job.exporter) }
+		r.pool.TryRunThen(ctx, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) }, wake)
+	}
+	r.restartRefused(ctx, ex, plan)
 	r.releaseDeparted(ctx, ex, plan.departed)
 	pmErr := r.ensurePodMonitor(ctx, ex, plan)
 	if err := r.writeStatus(ctx, ex, plan); err != nil {
@@ -175,6 +189,7 @@ func (r *Reconciler) finalize(ctx context.Context, ex *jmxv1alpha1.PrometheusJmx
 	}
 	r.metrics.forgetExporter(ex.Namespace, ex.Name)
 	r.conditions.forget(ex.Namespace, ex.Name)
+	r.forgetEvictions(ex.Namespace + "/" + ex.Name)
 	return nil
 }
 
@@ -234,6 +249,32 @@ type plan struct {
 	// container: Reason: message" that refused the current one, and the
 	// agents' notes on it.
 	stale, refused, notes []string
+
+	// Start-time injection (atstart.go). atStartPods counts the pods given
+	// the agent at start; atStartStale are their "pod/container" whose
+	// agents serve an earlier config, and atStartPortPending the pods given
+	// an earlier port (both until the pod is next created); recordJobs write
+	// the operator's record on such pods (nothing runs in them).
+	atStartPods        int
+	atStartStale       []string
+	atStartPortPending []string
+	recordJobs         []*job
+	// atStartNotes say what is odd about pods given the agent at start.
+	atStartNotes []string
+	// notAtStart are the "pod/container" that mode AtStart leaves without
+	// the agent (never attached).
+	notAtStart []string
+	// webhookErr says why no pod gets the agent at start although the mode
+	// asks for it (the operator runs without its webhook).
+	webhookErr string
+	// attachRefused are the "pod/container" whose JVM refuses a live attach
+	// under mode Both (reason AttachRefused), refusedPods their pods.
+	attachRefused []string
+	refusedPods   []*corev1.Pod
+	// terminating are the pods the selector matches that are being
+	// deleted; restartNote says what restartOnRefusal is doing (evict.go).
+	terminating []*corev1.Pod
+	restartNote string
 }
 
 type podState = string
@@ -344,12 +385,23 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 		p.breakerOpen = true
 	}
 	strategy, ok := r.strategies[p.spec.Injection.Strategy]
-	if !ok {
+	if !ok && attachAllowed(p.spec) {
 		p.strategyErr = fmt.Sprintf("spec.injection.strategy %s is not enabled in this operator (its --strategies flag, env STRATEGIES, enables %s); no pod was touched: "+
 			"use %s, or have an administrator enable %s (the flag and its RBAC)",
 			p.spec.Injection.Strategy, strings.Join(r.strategyNames(), ", "), strings.Join(r.strategyNames(), " or "), p.spec.Injection.Strategy)
 	}
 	p.agentReason, p.agentErr = r.checkAgent(ex.Spec.Agent)
+	if atStartMode(p.spec) && r.opts.NoWebhook {
+		p.webhookErr = fmt.Sprintf("spec.injection.mode is %s, but this operator runs without its admission webhook (--webhook=off, env WEBHOOK): "+
+			"no pod gets the agent at start", p.spec.Injection.Mode)
+		if p.spec.Injection.Mode == jmxv1alpha1.InjectionModeBoth {
+			p.webhookErr += "; new pods are attached like running ones"
+		}
+		if p.spec.Injection.RestartOnRefusal {
+			p.webhookErr += "; restartOnRefusal evicts nothing (a recreated pod would come back without the agent)"
+		}
+		p.webhookErr += "; have an administrator turn the webhook on, or use mode Attach"
+	}
 
 	// Whether the canary still runs is read before the pods: a canary that
 	// ends later, while this plan is made, may have written its verdict
@@ -368,6 +420,7 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		if pod.DeletionTimestamp != nil {
+			p.terminating = append(p.terminating, pod)
 			continue
 		}
 		p.matched = append(p.matched, pod)
@@ -412,7 +465,10 @@ func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
 	window := r.opts.BreakerWindow
 	for _, cs := range pod.Status.ContainerStatuses {
 		c, ok := rec.Containers[cs.Name]
-		if !ok {
+		if !ok || c.atStart() {
+			// An agent given at start is not a load of the operator's: its
+			// JVM's end trips no breaker (the agent at start never stops a
+			// JVM), and its config is judged from the pod's atstart.Record.
 			continue
 		}
 		where := pod.Name + "/" + cs.Name
@@ -709,7 +765,18 @@ func ownerOf(pod *corev1.Pod, exporters []jmxv1alpha1.PrometheusJmxExporter) *jm
 
 // planPod works out, for one pod the exporter owns, what each selected
 // container's current start needs, and queues a job when something does.
+//
+// A pod that the webhook gave the agent at start is only reported
+// (planAtStart). Under mode AtStart nothing is attached: a container start
+// without a record is reported as not injected at start, and the agents
+// attached earlier (under another mode) are reported but not reconfigured.
 func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, p *plan, pod *corev1.Pod, canInject bool, strategy inject.Strategy) {
+	if at, ok, err := atstart.ParseRecord(pod); ok {
+		r.planAtStart(ex, p, pod, at, err)
+		return
+	}
+	attach := attachAllowed(p.spec)
+	canInject = canInject && attach
 	rec := readRecord(pod)
 	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
 		p.pods[pod.Name] = podPending
@@ -737,6 +804,12 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 		case ok && c.Failure != nil && (!retryFailure || !canInject):
 			state = worse(state, podFailed)
 			p.failures = append(p.failures, fmt.Sprintf("%s/%s: %s: %s", pod.Name, cs.Name, c.Failure.Reason, c.Failure.Message))
+			if c.Failure.Reason == jmxv1alpha1.ReasonAttachRefused {
+				p.attachRefused = append(p.attachRefused, pod.Name+"/"+cs.Name)
+				if !slices.Contains(p.refusedPods, pod) {
+					p.refusedPods = append(p.refusedPods, pod)
+				}
+			}
 		case retryFailure:
 			// A permanent failure met with an earlier generation or config:
 			// the change may have fixed it, so it is tried once more.
@@ -747,6 +820,9 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 				continue
 			}
 			j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: ok, retryFailure: true})
+		case ok && !c.settled() && !attach:
+			state = worse(state, podNotAtStart)
+			p.notAtStart = append(p.notAtStart, pod.Name+"/"+cs.Name)
 		case ok && !c.settled():
 			// Only transient attempts so far.
 			state = worse(state, podPending)
@@ -774,19 +850,24 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 				p.endpoints = append(p.endpoints, jmxv1alpha1.MetricsEndpoint{
 					Pod: pod.Name, Container: cs.Name, JVM: jr.Main, PID: int32(jr.PID), JVMStartedAt: jr.StartedAt,
 					PodIP: pod.Status.PodIP, Port: jr.Port, ContainerID: cs.ContainerID, InjectedAt: derefTime(c.InjectedAt),
+					InjectedBy: injectedBy(c),
 				})
 			}
 			if c.Port != 0 && c.Port != p.spec.Port {
 				p.portPending = appendOnce(p.portPending, pod.Name)
 			}
 			refused := c.Rejected != nil && c.Rejected.ConfigHash == p.configHash
-			if canInject && c.ConfigHash != p.configHash && len(c.JVMs) > 0 && !refused {
+			// An agent given at start has no config file to replace.
+			if canInject && c.ConfigHash != p.configHash && len(c.JVMs) > 0 && !refused && !c.atStart() {
 				if wait := r.retries.wait(key); wait > 0 {
 					p.retryIn = minPositive(p.retryIn, wait)
 				} else {
 					j.tasks = append(j.tasks, task{container: cs, reconfigure: true, previous: c})
 				}
 			}
+		case !attach:
+			state = worse(state, podNotAtStart)
+			p.notAtStart = append(p.notAtStart, pod.Name+"/"+cs.Name)
 		default:
 			state = worse(state, podPending)
 			p.pending = append(p.pending, pod.Name+"/"+cs.Name)
@@ -860,9 +941,10 @@ func selectedContainer(names []string, name string) bool {
 	return false
 }
 
-// worse orders pod states: failed > pending > injected.
+// worse orders pod states: failed > not injected at start > pending >
+// injected.
 func worse(a, b podState) podState {
-	rank := map[podState]int{podInjected: 0, podPending: 1, podFailed: 2}
+	rank := map[podState]int{podInjected: 0, podPending: 1, podNotAtStart: 2, podFailed: 3}
 	if rank[b] > rank[a] {
 		return b
 	}
@@ -1054,13 +1136,21 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 	for _, c := range st.Conditions {
 		bad := c.Type == jmxv1alpha1.ConditionDegraded && c.Status == metav1.ConditionTrue ||
 			c.Type == jmxv1alpha1.ConditionConfigApplied && c.Status == metav1.ConditionFalse && c.Reason != jmxv1alpha1.ReasonConfigPending &&
-				c.Reason != p.configValid.Reason ||
+				c.Reason != jmxv1alpha1.ReasonConfigAtNextStart && c.Reason != p.configValid.Reason ||
 			c.Type == jmxv1alpha1.ConditionConfigValid && c.Status == metav1.ConditionFalse ||
-			c.Type == jmxv1alpha1.ConditionReady && (c.Reason == jmxv1alpha1.ReasonNoPodsMatched || c.Reason == jmxv1alpha1.ReasonNoJVMFound)
+			c.Type == jmxv1alpha1.ConditionReady && (c.Reason == jmxv1alpha1.ReasonNoPodsMatched || c.Reason == jmxv1alpha1.ReasonNoJVMFound ||
+				c.Reason == jmxv1alpha1.ReasonNotInjectedAtStart)
 		if !bad {
 			continue
 		}
-		if prev := findCondition(old.Conditions, c.Type); prev == nil || prev.Status != c.Status || prev.Reason != c.Reason || prev.Message != c.Message {
+		prev := findCondition(old.Conditions, c.Type)
+		changed := prev == nil || prev.Status != c.Status || prev.Reason != c.Reason || prev.Message != c.Message
+		if c.Reason == jmxv1alpha1.ReasonNotInjectedAtStart && prev != nil && prev.Reason == c.Reason {
+			// Its list changes with every pod a rollout replaces: one
+			// Event when it turns, the condition has the rest.
+			changed = false
+		}
+		if changed {
 			rec.Event(ex, corev1.EventTypeWarning, c.Reason, c.Message)
 			sdk.LoggerFrom(ctx).Warnf("operator: %s/%s: %s=%s %s: %s", ex.Namespace, ex.Name, c.Type, c.Status, c.Reason, c.Message)
 		}
@@ -1171,8 +1261,12 @@ func (r *Reconciler) readyCondition(p *plan, counts map[string]int) metav1.Condi
 	case len(p.matched) == 0:
 		return ready(false, jmxv1alpha1.ReasonNoPodsMatched,
 			"spec.selector matches no pod in this namespace; check the pods' labels")
+	case counts[podFailed] > 0 && p.onlyAttachRefused():
+		return ready(false, jmxv1alpha1.ReasonAttachRefused, attachRefusedMessage(p))
 	case counts[podFailed] > 0:
 		return ready(false, jmxv1alpha1.ReasonInjectionFailed, limitList(p.failures, 10))
+	case counts[podNotAtStart] > 0:
+		return ready(false, jmxv1alpha1.ReasonNotInjectedAtStart, notAtStartMessage(p))
 	case counts[podNoJVM] > 0 && counts[podNoJVM]+counts[podConflict] == len(p.matched):
 		return ready(false, jmxv1alpha1.ReasonNoJVMFound, "no JVM runs in the selected containers of the matched pods")
 	case counts[podPending] > 0:
@@ -1185,6 +1279,13 @@ func (r *Reconciler) readyCondition(p *plan, counts map[string]int) metav1.Condi
 		return ready(false, jmxv1alpha1.ReasonInjectionPending, "no pod is injected yet")
 	}
 	msg := fmt.Sprintf("%d JVMs in %d pods serve metrics", len(p.endpoints), counts[podInjected])
+	if p.atStartPods > 0 {
+		msg += fmt.Sprintf(" (%d pods given the agent at start)", p.atStartPods)
+	}
+	if len(p.atStartNotes) > 0 {
+		sort.Strings(p.atStartNotes)
+		msg += "; note: " + limitList(p.atStartNotes, 5)
+	}
 	if len(p.ownAnnotations) > 0 {
 		sort.Strings(p.ownAnnotations)
 		msg += "; these pods keep their own prometheus.io annotations, so the operator set none there (the agents' ports are in " +
@@ -1222,7 +1323,12 @@ func (r *Reconciler) configAppliedCondition(p *plan) metav1.Condition {
 		if p.held != "" {
 			msg += "; " + p.held
 		}
+		if len(p.atStartStale) > 0 {
+			msg += "; " + atStartStaleMessage(p)
+		}
 		return applied(false, jmxv1alpha1.ReasonConfigPending, msg)
+	case len(p.atStartStale) > 0:
+		return applied(false, jmxv1alpha1.ReasonConfigAtNextStart, atStartStaleMessage(p))
 	case len(p.notes) > 0:
 		return applied(true, jmxv1alpha1.ReasonConfigInUse, "every loaded agent serves the current config; note: "+limitList(p.notes, 5))
 	}
@@ -1238,10 +1344,14 @@ func (r *Reconciler) degradedCondition(p *plan, cb *jmxv1alpha1.CircuitBreaker) 
 		return deg(true, p.agentReason, p.agentErr)
 	case p.strategyErr != "":
 		return deg(true, jmxv1alpha1.ReasonStrategyDisabled, p.strategyErr)
+	case p.webhookErr != "":
+		return deg(true, jmxv1alpha1.ReasonWebhookDisabled, p.webhookErr)
 	case p.breakerOpen && cb != nil:
 		return deg(true, jmxv1alpha1.ReasonJVMEndedAfterInjection, fmt.Sprintf(
 			"pod %s container %s: %s; the circuit breaker is open: no other container is injected until the exporter's spec or config changes",
 			cb.Pod, cb.Container, cb.Message))
+	case len(p.failures) > 0 && p.onlyAttachRefused():
+		return deg(true, jmxv1alpha1.ReasonAttachRefused, limitList(p.failures, 10))
 	case len(p.failures) > 0:
 		return deg(true, jmxv1alpha1.ReasonInjectionFailed, limitList(p.failures, 10))
 	case len(p.conflicts) > 0:
@@ -1254,9 +1364,14 @@ func (r *Reconciler) degradedCondition(p *plan, cb *jmxv1alpha1.CircuitBreaker) 
 		return deg(true, jmxv1alpha1.ReasonSelectorConflict, strings.Join(parts, "; ")+
 			"; those pods are left to it: narrow this exporter's selector or remove the other one")
 	case len(p.portPending) > 0:
-		return deg(true, jmxv1alpha1.ReasonPortChangePending, fmt.Sprintf(
+		msg := fmt.Sprintf(
 			"spec.port is %d, but the agents of pods %s still serve an earlier port: a loaded agent cannot change its port; the new one applies when each container restarts",
-			p.spec.Port, limitList(p.portPending, 10)))
+			p.spec.Port, limitList(p.portPending, 10))
+		if len(p.atStartPortPending) > 0 {
+			sort.Strings(p.atStartPortPending)
+			msg += fmt.Sprintf(" (pods given the agent at start, %s: when the pod is next created)", limitList(p.atStartPortPending, 10))
+		}
+		return deg(true, jmxv1alpha1.ReasonPortChangePending, msg)
 	}
 	return deg(false, jmxv1alpha1.ReasonAsExpected, "nothing has failed")
 }

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 )
 
 // Pod annotations the operator writes. It merge-patches them; it never
@@ -125,6 +127,26 @@ type ContainerRecord struct {
 	// Note is the agents' remark on the config in force, such as a changed
 	// httpServer section that takes effect at the JVM's next start.
 	Note string `json:"note,omitempty"`
+	// InjectedBy is AtStart when the container's JVM got the agent at its
+	// start (the pod's atstart.Record names the container): the operator
+	// never attached to it and copies here only what the scrape annotations
+	// need (the container start, its port as the one JVM, the config it was
+	// given, InjectedAt as the container's start). Empty means Attach.
+	InjectedBy jmxv1alpha1.InjectedBy `json:"injectedBy,omitempty"`
+}
+
+// injectedBy is how the record's agents got into their JVMs.
+func injectedBy(c ContainerRecord) jmxv1alpha1.InjectedBy {
+	if c.atStart() {
+		return jmxv1alpha1.InjectedByAtStart
+	}
+	return jmxv1alpha1.InjectedByAttach
+}
+
+// atStart says whether the record is of an agent given at start, which the
+// operator never loads, reloads or counts as a load of its own.
+func (c ContainerRecord) atStart() bool {
+	return c.InjectedBy == jmxv1alpha1.InjectedByAtStart
 }
 
 // Rejection is a config an agent refused on reload.

@@ -158,6 +158,18 @@ const (
 	// webhook was unavailable). They get it when they are next created, for
 	// example by a rollout; they are never attached in this mode.
 	ReasonNotInjectedAtStart = "NotInjectedAtStart"
+	// ReasonConfigAtNextStart (ConfigApplied=False): agents given at start
+	// (status.metricsEndpoints[].injectedBy AtStart) serve an earlier config.
+	// Such an agent reads its config once, when its JVM starts, from the
+	// pod's spec: the current config reaches it when the pod is next created
+	// (a rollout), not when its container restarts. The message says how many
+	// pods and which.
+	ReasonConfigAtNextStart = "ConfigAtNextStart"
+	// ReasonWebhookDisabled (Degraded=True): spec.injection.mode is AtStart
+	// or Both, but the operator runs without its admission webhook
+	// (--webhook=off): no pod gets the agent at start, and restartOnRefusal
+	// evicts nothing (a recreated pod would come back without the agent).
+	ReasonWebhookDisabled = "WebhookDisabled"
 )
 
 // Permanent injection failure reasons. They appear in Events, in the

@@ -1,0 +1,265 @@
+package operator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+	"github.com/handlerkit/handlerkit/pkg/inject"
+	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
+)
+
+// AtStartInput is the operator's atstart.Chooser: what the admission webhook
+// injects into pod, which is being created. The exporter is the one that
+// owns the pod as the reconciler decides it (of the exporters in the pod's
+// namespace whose selector matches it, the oldest, then the first by name);
+// it must have spec.injection.mode AtStart or Both. An older exporter in
+// mode Attach keeps the pod (a younger one that selects it too reports
+// SelectorConflict), so the pod is then left unchanged, as it is when no
+// exporter selects it or its namespace is not served.
+//
+// The pod gets the agent only when the exporter could be acted on now: its
+// config loads and validates as the reconciler loads it (and fits
+// inject.EncodeConfig's limits), no agent refused that config
+// (status.rejectedConfig), its circuit breaker is closed for its generation
+// and config, and its spec.agent is allowed. Otherwise the answer is false
+// and an error that says why; the webhook admits the pod unchanged with
+// that warning, and the reconciler later reports the pod (NotInjectedAtStart
+// under AtStart; attached under Both).
+//
+// Exporters and ConfigMaps are read from the operator's caches while it
+// leads, and from the API server otherwise (every replica serves the
+// webhook): a replica that does not lead reads one exporter list and one
+// ConfigMap per pod creation.
+func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart.Input, bool, error) {
+	if pod == nil || pod.Namespace == "" {
+		return atstart.Input{}, false, nil
+	}
+	if served := servedNamespaces(r.opts.Namespaces); len(served) > 0 && !slices.Contains(served, pod.Namespace) {
+		return atstart.Input{}, false, nil
+	}
+	var exporters jmxv1alpha1.PrometheusJmxExporterList
+	if err := r.read.List(ctx, pod.Namespace, &exporters); err != nil {
+		return atstart.Input{}, false, fmt.Errorf("cannot read the exporters of namespace %s: %w", pod.Namespace, err)
+	}
+	ex := ownerOf(pod, exporters.Items)
+	if ex == nil {
+		return atstart.Input{}, false, nil
+	}
+	spec := r.defaulted(ex.Spec)
+	if mode := spec.Injection.Mode; mode != jmxv1alpha1.InjectionModeAtStart && mode != jmxv1alpha1.InjectionModeBoth {
+		return atstart.Input{}, false, nil
+	}
+	refuse := func(format string, args ...any) (atstart.Input, bool, error) {
+		return atstart.Input{}, false, fmt.Errorf("exporter %s: "+format+"; the pod was created without the agent", append([]any{ex.Name}, args...)...)
+	}
+	if reason, msg := r.checkAgent(ex.Spec.Agent); reason != "" {
+		return refuse("%s: %s", reason, msg)
+	}
+	config, valid := r.loadConfig(ctx, ex, spec)
+	if valid.Status != metav1.ConditionTrue {
+		return refuse("%s: %s", valid.Reason, valid.Message)
+	}
+	if _, err := inject.EncodeConfig(config); err != nil {
+		return refuse("%s: %v", jmxv1alpha1.ReasonConfigTooLarge, err)
+	}
+	sha := configSHA(config)
+	if rc := ex.Status.RejectedConfig; rc != nil && rc.ConfigSHA256 == sha {
+		return refuse("%s: an agent refused this config (pod %s container %s: %s)", jmxv1alpha1.ReasonConfigInvalid, rc.Pod, rc.Container, truncateMsg(rc.Message, 300))
+	}
+	if cb := ex.Status.CircuitBreaker; cb != nil && cb.Generation == ex.Generation && cb.ConfigSHA256 == sha {
+		return refuse("%s: the circuit breaker is open until the exporter's spec or config changes", jmxv1alpha1.ReasonJVMEndedAfterInjection)
+	}
+	return atstart.Input{
+		Exporter:   ex.Name,
+		Containers: slices.Clone(spec.Containers),
+		Port:       spec.Port,
+		Config:     config,
+		Image:      spec.Agent.Image,
+		PullPolicy: r.opts.PullPolicy,
+		Delivery:   r.opts.AtStartDelivery,
+		AgentPath:  r.opts.AgentPath,
+	}, true, nil
+}
+
+// configSHA is the config's SHA-256 in hex, as status.rejectedConfig and
+// status.circuitBreaker name configs.
+func configSHA(config []byte) string {
+	sum := sha256.Sum256(config)
+	return hex.EncodeToString(sum[:])
+}
+
+// attachAllowed says whether the exporter's mode lets the operator attach
+// to running JVMs: every mode but AtStart.
+func attachAllowed(spec jmxv1alpha1.PrometheusJmxExporterSpec) bool {
+	return spec.Injection.Mode != jmxv1alpha1.InjectionModeAtStart
+}
+
+// atStartMode says whether the exporter wants pods injected at start.
+func atStartMode(spec jmxv1alpha1.PrometheusJmxExporterSpec) bool {
+	return spec.Injection.Mode == jmxv1alpha1.InjectionModeAtStart || spec.Injection.Mode == jmxv1alpha1.InjectionModeBoth
+}
+
+// planAtStart reports a pod that the webhook gave the agent at its creation
+// (it carries an atstart.Record, whichever exporter it names): each running
+// container the record names is an endpoint with injectedBy AtStart on the
+// record's port for it. Nothing is ever attached to such a pod, whatever
+// the mode: its JVMs have the agent from their start, and a second agent
+// would be refused (agent-already-present). The operator's own record and
+// scrape annotations are written for it as for an attached pod (a record
+// job), so that the prometheus.io annotations and the PodMonitor cover both
+// paths. The agent at start read its config at the JVM's start from the
+// pod's spec: a changed config or port reaches it only when the pod is next
+// created.
+func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan, pod *corev1.Pod, at atstart.Record, err error) {
+	if err != nil {
+		p.pods[pod.Name] = podFailed
+		p.failures = append(p.failures, fmt.Sprintf("%s: %s: %v; the pod is never attached while it carries that annotation (its JVMs may have the agent from their start): "+
+			"recreate the pod without it", pod.Name, reasonAtStartRecordInvalid, err))
+		return
+	}
+	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
+		p.pods[pod.Name] = podPending
+		p.pending = append(p.pending, pod.Name+" (not running; given the agent at start)")
+		return
+	}
+	rec := readRecord(pod)
+	state := podInjected
+	var tasks []task
+	jvms := 0
+	for i, name := range at.Containers {
+		cs, ok := containerStatus(pod, name)
+		if !ok || cs.State.Running == nil || cs.ContainerID == "" {
+			state = worse(state, podPending)
+			p.pending = append(p.pending, pod.Name+"/"+name+" (not running; given the agent at start)")
+			continue
+		}
+		port := at.Ports[name]
+		if port == 0 && i == 0 {
+			port = at.Port
+		}
+		if port == 0 {
+			p.atStartNotes = append(p.atStartNotes, fmt.Sprintf("%s/%s: the %s annotation names no port for the container; not reported", pod.Name, name, atstart.AnnotationInjected))
+			continue
+		}
+		jvms++
+		started := cs.State.Running.StartedAt
+		if !p.hasEndpoint(pod.Name, port) {
+			p.endpoints = append(p.endpoints, jmxv1alpha1.MetricsEndpoint{
+				Pod: pod.Name, Container: name, PodIP: pod.Status.PodIP, Port: port, ContainerID: cs.ContainerID,
+				InjectedAt: started, InjectedBy: jmxv1alpha1.InjectedByAtStart,
+			})
+		}
+		if p.configHash != "" && at.ConfigHash != p.configHash {
+			p.atStartStale = append(p.atStartStale, pod.Name+"/"+name)
+		}
+		want := ContainerRecord{ContainerID: cs.ContainerID, Port: at.Port, ConfigHash: at.ConfigHash, InjectedAt: &started,
+			JVMs: []JVMRecord{{Port: port}}, InjectedBy: jmxv1alpha1.InjectedByAtStart}
+		if c, ok := rec.current(name, cs.ContainerID); !ok || rec.Exporter != ex.Name || !sameAtStartRecord(c, want) {
+			tasks = append(tasks, task{container: cs, atStart: &want})
+		}
+	}
+	if at.Port != p.spec.Port {
+		p.portPending = appendOnce(p.portPending, pod.Name)
+		p.atStartPortPending = appendOnce(p.atStartPortPending, pod.Name)
+	}
+	if at.Exporter != ex.Name {
+		p.atStartNotes = append(p.atStartNotes, fmt.Sprintf("pod %s was given the agent at start by exporter %s, with its config", pod.Name, at.Exporter))
+	}
+	// Selected containers the webhook left alone (see the warnings of the
+	// pod's creation) are not attached either.
+	var left []string
+	for _, cs := range pod.Status.ContainerStatuses {
+		if selectedContainer(p.spec.Containers, cs.Name) && !slices.Contains(at.Containers, cs.Name) {
+			left = append(left, cs.Name)
+		}
+	}
+	if len(left) > 0 && len(p.spec.Containers) > 0 {
+		p.atStartNotes = append(p.atStartNotes, fmt.Sprintf("pod %s: containers %s were not given the agent at start (the webhook left them alone; "+
+			"the warnings of the pod's creation say why) and are not attached", pod.Name, strings.Join(left, ", ")))
+	}
+	if jvms > 0 && len(rec.Kept) > 0 {
+		p.ownAnnotations = append(p.ownAnnotations, fmt.Sprintf("%s (%s)", pod.Name, strings.Join(rec.Kept, ", ")))
+	}
+	if state == podInjected && jvms == 0 {
+		state = podPending
+		p.pending = append(p.pending, pod.Name+" (given the agent at start, in no running container)")
+	}
+	p.pods[pod.Name] = state
+	p.atStartPods++
+	if len(tasks) > 0 && !r.pool.Busy(string(pod.UID)) {
+		p.recordJobs = append(p.recordJobs, &job{exporter: ex.Namespace + "/" + ex.Name, exporterName: ex.Name, pod: pod,
+			spec: p.spec, tasks: tasks})
+	}
+}
+
+// reasonAtStartRecordInvalid names, in InjectionFailed, a pod whose
+// atstart.AnnotationInjected cannot be read.
+const reasonAtStartRecordInvalid = "AtStartRecordInvalid"
+
+// sameAtStartRecord says whether c already records what want does.
+func sameAtStartRecord(c, want ContainerRecord) bool {
+	return c.atStart() && c.Port == want.Port && c.ConfigHash == want.ConfigHash &&
+		len(c.JVMs) == 1 && c.JVMs[0].Port == want.JVMs[0].Port && c.Failure == nil
+}
+
+func containerStatus(pod *corev1.Pod, name string) (corev1.ContainerStatus, bool) {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == name {
+			return cs, true
+		}
+	}
+	return corev1.ContainerStatus{}, false
+}
+
+// recordAtStart writes the operator's record of a container that got the
+// agent at start, and with it the scrape annotations. Nothing runs in the
+// pod.
+func (r *Reconciler) recordAtStart(ctx context.Context, j *job, t task) {
+	c := *t.atStart
+	if _, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
+		pr.Exporter = j.exporterName
+		pr.Containers[t.container.Name] = c
+	}); err != nil {
+		r.op.Logger().Warnf("operator: record the agent given at start to %s/%s container %s: %v (tried again at the exporter's next look)",
+			j.pod.Namespace, j.pod.Name, t.container.Name, err)
+		return
+	}
+	j.written[t.container.Name] = c
+}
+
+// notAtStartMessage is the Ready message for mode AtStart's pods that run
+// without the agent.
+func notAtStartMessage(p *plan) string {
+	sort.Strings(p.notAtStart)
+	msg := fmt.Sprintf("%d selected containers run without the agent (%s): they were created before the exporter, while the operator's admission webhook "+
+		"was unavailable, or were left alone by it (the warnings of their creation say why); with spec.injection.mode AtStart they are never attached: "+
+		"they get the agent when their pods are next created (for example by a rollout: kubectl rollout restart), or use mode Both to attach them",
+		len(p.notAtStart), limitList(p.notAtStart, 10))
+	if p.webhookErr != "" {
+		msg += "; " + p.webhookErr
+	}
+	return msg
+}
+
+// atStartStaleMessage is the ConfigApplied message for agents given at start
+// with an earlier config.
+func atStartStaleMessage(p *plan) string {
+	sort.Strings(p.atStartStale)
+	pods := map[string]bool{}
+	for _, s := range p.atStartStale {
+		pod, _, _ := strings.Cut(s, "/")
+		pods[pod] = true
+	}
+	return fmt.Sprintf("the agents given at start in %d pods (%s) serve an earlier config: an agent given at start reads its config once, when its JVM starts, "+
+		"from the pod's spec, so the current config reaches them when the pods are next created (for example by a rollout), not when a container restarts; "+
+		"they are never attached to change it", len(pods), limitList(p.atStartStale, 10))
+}
