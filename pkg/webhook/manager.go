@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -580,8 +581,11 @@ func (m *CertManager) load(st *state) {
 		"servingNotAfter": st.serving.cert.NotAfter.UTC().Format(time.RFC3339)}).Debug("webhook certificates: serving")
 }
 
-// injectBundle makes every webhook of the configuration carry bundle,
-// patching only the ones that differ.
+// injectBundle makes every webhook of the configuration that calls this
+// manager's Service (or a URL) carry bundle, patching only the ones that
+// differ. A webhook that calls another Service is another install's: its
+// caBundle is left alone, so that two installs sharing a configuration
+// name do not patch it back and forth without end.
 func (m *CertManager) injectBundle(ctx context.Context, bundle []byte) error {
 	configs := m.client.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	cfg, err := configs.Get(ctx, m.o.WebhookConfigName, metav1.GetOptions{})
@@ -598,7 +602,12 @@ func (m *CertManager) injectBundle(ctx context.Context, bundle []byte) error {
 		Value any    `json:"value"`
 	}
 	var ops []op
+	var others []string
 	for i, wh := range cfg.Webhooks {
+		if svc := wh.ClientConfig.Service; svc != nil && (svc.Namespace != m.o.Namespace || svc.Name != m.o.ServiceName) {
+			others = append(others, fmt.Sprintf("%s (Service %s/%s)", wh.Name, svc.Namespace, svc.Name))
+			continue
+		}
 		if equalBundles(wh.ClientConfig.CABundle, bundle) {
 			continue
 		}
@@ -607,6 +616,14 @@ func (m *CertManager) injectBundle(ctx context.Context, bundle []byte) error {
 		ops = append(ops,
 			op{Op: "test", Path: fmt.Sprintf("/webhooks/%d/name", i), Value: wh.Name},
 			op{Op: "add", Path: fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i), Value: bundle})
+	}
+	if len(others) == len(cfg.Webhooks) {
+		m.markSeen(nil, time.Time{})
+		if len(others) == 0 {
+			others = []string{"no webhooks"}
+		}
+		return fmt.Errorf("webhook: no webhook of MutatingWebhookConfiguration %s calls Service %s/%s (it has %s): another install's configuration of the same name? Give each install its own",
+			cfg.Name, m.o.Namespace, m.o.ServiceName, strings.Join(others, ", "))
 	}
 	if len(ops) == 0 {
 		m.markSeen(bundle, time.Now())

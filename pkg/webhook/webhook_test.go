@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -671,5 +672,83 @@ func TestASecretThatCannotBeReadIsReplaced(t *testing.T) {
 	f.mutatedPod("mutated")
 	if got := metric(t, r.reg, writes, map[string]string{"step": "created"}); got != 2 {
 		t.Errorf("%s{step=created} = %v, want 2 (the creation and the replacement)", writes, got)
+	}
+}
+
+// TestAnotherInstallsWebhookKeepsItsCABundle: two installs whose
+// configurations share a name would each patch the other's caBundle back
+// without end. A manager sets the bundle only of the webhooks that call its
+// own Service (or a URL), and says so when none does.
+func TestAnotherInstallsWebhookKeepsItsCABundle(t *testing.T) {
+	f := newFixture(t, false)
+	ctx := t.Context()
+	theirs := []byte("-----BEGIN CERTIFICATE-----\nbm90IG91cnM=\n-----END CERTIFICATE-----\n")
+	ignore := admissionregistrationv1.Ignore
+	none := admissionregistrationv1.SideEffectClassNone
+	webhookFor := func(name string, cc admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.MutatingWebhook {
+		return admissionregistrationv1.MutatingWebhook{
+			Name: name, ClientConfig: cc, AdmissionReviewVersions: []string{"v1"}, SideEffects: &none, FailurePolicy: &ignore,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+			}},
+			// No namespace carries this label: nothing in the test calls them.
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{testLabel: "nobody"}},
+		}
+	}
+	service := func(ns, name string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name}, CABundle: theirs}
+	}
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: f.configName},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{
+			webhookFor("ours.webhook.test", service(f.id, serviceName)),
+			webhookFor("theirs.webhook.test", service("another-install", serviceName)),
+		},
+	}
+	configs := f.admin.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	if _, err := configs.Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := f.startReplica("a", f.certOptions(), nil)
+	bundles := func(ctx context.Context) (map[string]string, error) {
+		got, err := configs.Get(ctx, f.configName, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]string{}
+		for _, wh := range got.Webhooks {
+			out[wh.Name] = string(wh.ClientConfig.CABundle)
+		}
+		return out, nil
+	}
+	waitFor(t, "the bundle on the webhook that calls the manager's Service", func(ctx context.Context) (bool, error) {
+		c, ok := r.m.Certificates()
+		if !ok {
+			return false, nil
+		}
+		b, err := bundles(ctx)
+		return err == nil && b["ours.webhook.test"] == string(c.CABundle) && r.m.Err() == nil, err
+	})
+	if b, err := bundles(ctx); err != nil || b["theirs.webhook.test"] != string(theirs) {
+		t.Errorf("the other install's webhook carries %q (%v), want its own bundle kept", b["theirs.webhook.test"], err)
+	}
+
+	// A configuration with none of the manager's webhooks is an error that
+	// names them, and nothing is patched.
+	got, err := configs.Get(ctx, f.configName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Webhooks = got.Webhooks[1:]
+	if _, err := configs.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "Err naming the other install's webhook", func(context.Context) (bool, error) {
+		err := r.m.Err()
+		return err != nil && strings.Contains(err.Error(), "theirs.webhook.test (Service another-install/"+serviceName+")"), nil
+	})
+	if b, err := bundles(ctx); err != nil || b["theirs.webhook.test"] != string(theirs) {
+		t.Errorf("the other install's webhook carries %q (%v), want its own bundle kept", b["theirs.webhook.test"], err)
 	}
 }
