@@ -72,6 +72,7 @@ type config struct {
 	podMonLabels    map[string]string
 	svcMonLabels    map[string]string
 	metricsService  string
+	webhook         webhookConfig
 }
 
 // The values of --metrics-service.
@@ -200,6 +201,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 		"the <deployment>-metrics Service in the operator's namespace (and a ServiceMonitor when the cluster serves them), written at start: every-replica, leader (only the leader is scraped) or none (env METRICS_SERVICE)")
 	svcMonLabels := fs.String("service-monitor-labels", "",
 		"labels on the operator's own ServiceMonitor (see --metrics-service), k=v comma-separated, for a Prometheus whose serviceMonitorSelector asks for them; not app.kubernetes.io/name or app.kubernetes.io/component, which the operator sets (env SERVICE_MONITOR_LABELS)")
+	webhookFlags(fs, &c.webhook)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: prometheus-jmx-exporter-operator [flags]
 
@@ -208,7 +210,9 @@ that PrometheusJmxExporter resources (jmx.handlerkit.dev/v1alpha1) select, with
 no restart, annotates the pods for Prometheus (prometheus.io/scrape, port,
 path) and reports every endpoint in the exporter's status. Serves /metrics,
 /healthz and /readyz on every replica; with leader election only the leader
-acts. See docs/operator.md.
+acts. Every replica also serves the admission webhook that gives the agent
+to new pods at their start (exporters with spec.injection.mode AtStart or
+Both; --webhook). See docs/operator.md.
 
 Flags (each also from the environment variable in parentheses; flags win):
 `)
@@ -232,6 +236,9 @@ Flags (each also from the environment variable in parentheses; flags win):
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "agent-image" {
 			c.agentImageSet = true
+		}
+		if f.Name == "webhook" {
+			c.webhook.set = true
 		}
 	})
 	if fs.NArg() > 0 {
@@ -298,6 +305,9 @@ Flags (each also from the environment variable in parentheses; flags win):
 		}
 	default:
 		return c, fmt.Errorf("--metrics-service %q: want every-replica, leader or none", c.metricsService)
+	}
+	if err := c.webhook.check(); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -422,6 +432,17 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		}
 		opts = append(opts, sdk.WithElector(e))
 	}
+	var hook *webhookRun
+	if c.webhook.on() {
+		// The webhook's parts are made before the Operator, so that its
+		// certificates are part of /readyz on every replica.
+		if hook, err = newWebhook(ctx, cfg, c, reg, log); err != nil {
+			return err
+		}
+		if hook != nil {
+			opts = append(opts, sdk.WithReadyCheck(hook.ready))
+		}
+	}
 	op, err := sdk.New(cfg, opts...)
 	if err != nil {
 		return err
@@ -451,14 +472,24 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		BreakerWindow: c.breakerWindow, Resync: c.resync, EphemeralContainerBudget: c.budget, MaxAttempts: c.maxAttempts,
 		ReportUnserved:     reportUnserved,
 		DisablePodMonitors: !c.podMonitors, PodMonitorLabels: c.podMonLabels,
+		AtStartDelivery: c.webhook.atstartDelivery(), NoWebhook: hook == nil,
 	})
 	if err != nil {
 		return err
 	}
+	if hook != nil {
+		// Every replica, leader or not, serves the webhook; it stops with
+		// ctx, after the operator.
+		stopHook, err := hook.start(ctx, r.AtStartInput)
+		if err != nil {
+			return err
+		}
+		defer stopHook()
+	}
 	ensureMetricsService(ctx, cfg, c, log)
 	log.WithFields(logrus.Fields{"namespaces": nsLabel(c.namespaces), "election": c.election,
 		"strategies": c.strategies, "default": c.defaultStrategy, "agentImage": agentImage,
-		"allowedAgentImages": strings.Join(c.allowedImages, ",")}).Info("prometheus-jmx-exporter-operator starting")
+		"allowedAgentImages": strings.Join(c.allowedImages, ","), "webhook": hook != nil}).Info("prometheus-jmx-exporter-operator starting")
 	err = op.Run(ctx)
 	r.Wait()
 	if errors.Is(err, context.Canceled) {

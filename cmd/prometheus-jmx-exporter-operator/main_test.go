@@ -26,7 +26,9 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		"-image-pull-policy", "-local-attach-helper", "-local-agent-jar", "-pod-monitors", "POD_MONITORS", "-pod-monitor-labels",
 		"-service-monitor-labels", "SERVICE_MONITOR_LABELS", "-metrics-service", "METRICS_SERVICE", "-breaker-window", "-resync", "-ephemeral-container-budget", "-max-attempts",
 		"-allowed-agent-images", "ALLOWED_AGENT_IMAGES", "-agent-path", "-attach-helper-path", "-report-unserved", "REPORT_UNSERVED",
-		"-graceful-timeout", "-version", "docs/operator.md"} {
+		"-graceful-timeout", "-version", "docs/operator.md", "-webhook", "WEBHOOK", "-webhook-addr", "WEBHOOK_ADDR",
+		"-webhook-service", "-webhook-secret", "-webhook-configuration", "-webhook-external-certs", "WEBHOOK_EXTERNAL_CERTS",
+		"-at-start-delivery", "AT_START_DELIVERY", "image-volume", "init-container"} {
 		if !strings.Contains(help, f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -90,6 +92,15 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{"--service-monitor-labels", "release"},
 		{"--service-monitor-labels", "release=not ok!"},
 		{"--service-monitor-labels", "app.kubernetes.io/name=other"},
+		{"--webhook", "maybe"},
+		{"--webhook", "true"},
+		{"--at-start-delivery", "copy"},
+		{"--at-start-delivery", "ImageVolume"},
+		{"--webhook-addr", "9443"},
+		{"--webhook-addr", ":0"},
+		{"--webhook-service", "Webhook_Service"},
+		{"--webhook-secret", ""},
+		{"--webhook-configuration", "bad name"},
 		{"extra"},
 	} {
 		var out, errb bytes.Buffer

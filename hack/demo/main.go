@@ -8,7 +8,11 @@
 // deploy/overlays/local (its ServiceAccount, RBAC and Deployment, running in
 // the cluster), starts the sample Java application and applies the sample
 // exporter from deploy/samples. It waits until the exporter's status lists
-// the JVM's endpoint, scrapes it and prints a few JVM metrics, then starts a
+// the JVM's endpoint, scrapes it and prints a few JVM metrics. Then it
+// switches the exporter to mode Both and scales the application to a second
+// pod, which the operator's admission webhook gives the agent at its
+// creation: it waits until that pod's JVM is listed injected AtStart and
+// prints its first scrape (no attach, no ephemeral container). Then it starts a
 // real Prometheus (pkg/testenv/prometheus) with the community chart's
 // kubernetes-pods job and prints a PromQL query it answers for the sample
 // JVM, and the kubectl and curl lines to try; then it runs until Ctrl-C and
@@ -39,6 +43,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -48,6 +53,7 @@ import (
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/generated/clientset/versioned"
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
+	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
 	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
 	"github.com/handlerkit/handlerkit/pkg/testenv"
 	"github.com/handlerkit/handlerkit/pkg/testenv/prometheus"
@@ -191,6 +197,11 @@ func run(ctx context.Context) error {
 	}
 	printMetrics(body)
 
+	started, err := demoAtStart(wctx, kube, jmx, ns, ep)
+	if err != nil {
+		return err
+	}
+
 	promURL := ""
 	if local {
 		step("starting Prometheus %s with the community chart's kubernetes-pods job (deploy/prometheus/kubernetes-pods.yaml)", testenv.PrometheusVersion)
@@ -217,13 +228,99 @@ Try it (the cluster runs until you press Ctrl-C):
   kubectl get events -n %[2]s --sort-by=.lastTimestamp
   kubectl get --raw /api/v1/namespaces/%[2]s/pods/%[3]s:%[4]d/proxy/metrics | head
   kubectl logs -n %[2]s deploy/prometheus-jmx-exporter-operator
-  kubectl delete pod -n %[2]s -l app=orders               # a new pod is injected again
+  kubectl get pod -n %[2]s %[6]s -o jsonpath='{.metadata.annotations.jmx\.handlerkit\.dev/injected-at-start}'
+  kubectl logs -n %[2]s %[6]s | head -3                     # the agent's line at the JVM's start
+  kubectl delete pod -n %[2]s -l app=orders               # new pods get the agent at their start
 %[5]s
-`, kubeconfig, ns, ep.Pod, ep.Port, prometheusLines(promURL, ns))
+`, kubeconfig, ns, ep.Pod, ep.Port, prometheusLines(promURL, ns), started.Pod)
 	if *exitAfter {
 		return nil
 	}
 	return waitForStop(ctx)
+}
+
+// demoAtStart shows the other half of an exporter: it switches the sample
+// exporter to mode Both (the attached JVM keeps its agent), scales the sample
+// application to two replicas, and waits for the new pod, created after the
+// exporter, to be listed injected AtStart: the operator's admission webhook
+// gave it the agent in JAVA_TOOL_OPTIONS when it was created, so its JVM
+// serves metrics from its first second, with no ephemeral container and no
+// attach. It prints the pod's record and the time from the pod's creation to
+// its first scrape, and returns the pod's endpoint.
+func demoAtStart(ctx context.Context, kube kubernetes.Interface, jmx versioned.Interface, ns string, attached jmxv1alpha1.MetricsEndpoint) (jmxv1alpha1.MetricsEndpoint, error) {
+	step("switching the exporter to spec.injection.mode Both: running pods stay attached, pods created from now on get the agent at start")
+	patch := fmt.Sprintf(`{"spec":{"injection":{"mode":%q}}}`, jmxv1alpha1.InjectionModeBoth)
+	if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Patch(ctx, "orders", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return jmxv1alpha1.MetricsEndpoint{}, err
+	}
+	step("scaling the sample application to 2 replicas: a pod created after the exporter, through the operator's admission webhook")
+	scale := []byte(`{"spec":{"replicas":2}}`)
+	if _, err := kube.AppsV1().Deployments(ns).Patch(ctx, "orders", types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
+		return jmxv1alpha1.MetricsEndpoint{}, err
+	}
+	var pod *corev1.Pod
+	err := poll(ctx, "the new pod", func() (bool, error) {
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=orders"})
+		if err != nil {
+			return false, nil
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.Name != attached.Pod && p.DeletionTimestamp == nil {
+				pod = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return jmxv1alpha1.MetricsEndpoint{}, err
+	}
+	record, ok := pod.Annotations[atstart.AnnotationInjected]
+	if !ok {
+		return jmxv1alpha1.MetricsEndpoint{}, fmt.Errorf("pod %s was created without the agent (no %s annotation): is the webhook reachable? "+
+			"kubectl logs -n %s deploy/prometheus-jmx-exporter-operator | grep webhook", pod.Name, atstart.AnnotationInjected, ns)
+	}
+	fmt.Printf("    pod %s, created %s, injected at creation: %s\n", pod.Name, pod.CreationTimestamp.Format(time.RFC3339), record)
+	for _, c := range pod.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == atstart.JavaToolOptions {
+				fmt.Printf("    container %s: JAVA_TOOL_OPTIONS=%s\n", c.Name, e.Value)
+			}
+		}
+	}
+	step("waiting for the exporter to list the new pod's JVM, injected AtStart")
+	var ep jmxv1alpha1.MetricsEndpoint
+	err = poll(ctx, "the new pod's endpoint in the exporter's status", func() (bool, error) {
+		ex, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Get(ctx, "orders", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range ex.Status.MetricsEndpoints {
+			if e.Pod == pod.Name && e.InjectedBy == jmxv1alpha1.InjectedByAtStart {
+				ep = e
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return jmxv1alpha1.MetricsEndpoint{}, err
+	}
+	body, err := scrapeThroughProxy(ctx, kube, ns, ep)
+	if err != nil {
+		return jmxv1alpha1.MetricsEndpoint{}, err
+	}
+	scraped := time.Now()
+	p, err := kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return jmxv1alpha1.MetricsEndpoint{}, err
+	}
+	fmt.Printf("    endpoint: pod %s container %s at http://%s:%d/metrics, injectedBy %s; %d ephemeral containers (no attach)\n",
+		ep.Pod, ep.Container, ep.PodIP, ep.Port, ep.InjectedBy, len(p.Spec.EphemeralContainers))
+	fmt.Printf("    scraped %s after the pod was created (the image started, the JVM started with the agent)\n",
+		scraped.Sub(pod.CreationTimestamp.Time).Round(time.Second))
+	printMetrics(body)
+	return ep, nil
 }
 
 // waitForStop runs until Ctrl-C (or SIGTERM). A stop asked for is a clean

@@ -1,8 +1,9 @@
 // Package manifest reads the YAML manifests under deploy/ and applies them to
 // a cluster with server-side apply, the way `kubectl apply --server-side`
 // does. It understands the small subset of kustomization.yaml that deploy/
-// uses (resources, namespace, images), so that the demo and the tests apply
-// exactly what a cluster admin applies with `kubectl apply -k`.
+// uses (resources, namespace, images, and configurations that name more
+// fields for the namespace), so that the demo and the tests apply exactly
+// what a cluster admin applies with `kubectl apply -k`.
 package manifest
 
 import (
@@ -77,74 +78,183 @@ func Decode(data []byte) ([]*unstructured.Unstructured, error) {
 
 // kustomization is the subset of kustomization.yaml that Build understands.
 type kustomization struct {
-	APIVersion string   `json:"apiVersion"`
-	Kind       string   `json:"kind"`
-	Namespace  string   `json:"namespace"`
-	Resources  []string `json:"resources"`
-	Images     []struct {
+	APIVersion     string   `json:"apiVersion"`
+	Kind           string   `json:"kind"`
+	Namespace      string   `json:"namespace"`
+	Resources      []string `json:"resources"`
+	Configurations []string `json:"configurations"`
+	Images         []struct {
 		Name    string `json:"name"`
 		NewName string `json:"newName"`
 		NewTag  string `json:"newTag"`
 	} `json:"images"`
 }
 
+// transformerConfig is the subset of a kustomize transformer configuration
+// (a kustomization's configurations) that Build understands: more fields the
+// namespace is written to.
+type transformerConfig struct {
+	Namespace []fieldSpec `json:"namespace"`
+}
+
+// fieldSpec is one field of a kind, as kustomize names it: a path of keys
+// separated by "/" ("\/" is a "/" inside a key), through lists element by
+// element; create says whether a missing field is added.
+type fieldSpec struct {
+	Group   string `json:"group"`
+	Version string `json:"version"`
+	Kind    string `json:"kind"`
+	Path    string `json:"path"`
+	Create  bool   `json:"create"`
+}
+
 // Build reads dir/kustomization.yaml and returns its resources (files, or
 // directories with a kustomization of their own), with its namespace set on
-// every namespaced object and its image overrides applied to every container.
-// Fields it does not understand are an error rather than silently ignored.
+// every namespaced object (and in the fields its configurations, or those of
+// the kustomizations it includes, name, as kustomize does) and its image
+// overrides applied to every container. Fields it does not understand are an
+// error rather than silently ignored.
 func Build(dir string) ([]*unstructured.Unstructured, error) {
+	objs, _, err := build(dir)
+	return objs, err
+}
+
+// build is Build that also returns the namespace fields of dir's
+// configurations and of those it includes, which kustomize applies in every
+// kustomization above them too.
+func build(dir string) ([]*unstructured.Unstructured, []fieldSpec, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var k kustomization
 	if err := yaml.UnmarshalStrict(data, &k); err != nil {
-		return nil, fmt.Errorf("%s/kustomization.yaml: %w (only resources, namespace and images are supported here; use kubectl apply -k for more)", dir, err)
+		return nil, nil, fmt.Errorf("%s/kustomization.yaml: %w (only resources, namespace, configurations and images are supported here; use kubectl apply -k for more)", dir, err)
 	}
 	var objs []*unstructured.Unstructured
+	var specs []fieldSpec
 	for _, res := range k.Resources {
 		p := filepath.Join(dir, res)
 		info, err := os.Stat(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var got []*unstructured.Unstructured
 		if info.IsDir() {
-			got, err = Build(p)
+			var more []fieldSpec
+			got, more, err = build(p)
+			specs = append(specs, more...)
 		} else {
 			got, err = ReadFile(p)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		objs = append(objs, got...)
+	}
+	for _, c := range k.Configurations {
+		data, err := os.ReadFile(filepath.Join(dir, c))
+		if err != nil {
+			return nil, nil, err
+		}
+		var tc transformerConfig
+		if err := yaml.UnmarshalStrict(data, &tc); err != nil {
+			return nil, nil, fmt.Errorf("%s/%s: %w (only namespace field specs are supported here)", dir, c, err)
+		}
+		specs = append(specs, tc.Namespace...)
+	}
+	accounts := map[string]string{} // the ServiceAccounts' namespaces before this kustomization's
+	for _, o := range objs {
+		if o.GetKind() == "ServiceAccount" {
+			accounts[o.GetName()] = o.GetNamespace()
+		}
 	}
 	for _, o := range objs {
 		if k.Namespace != "" {
 			if namespaced(o) {
 				o.SetNamespace(k.Namespace)
 			}
-			setSubjectNamespaces(o, k.Namespace)
+			setSubjectNamespaces(o, k.Namespace, accounts)
+			for _, fs := range specs {
+				if fs.matches(o) {
+					setField(o.Object, splitPath(fs.Path), k.Namespace, fs.Create)
+				}
+			}
 		}
 		for _, img := range k.Images {
 			replaceImage(o, img.Name, img.NewName, img.NewTag)
 		}
 	}
-	return objs, nil
+	return objs, specs, nil
+}
+
+// matches says whether the field spec is for o's kind.
+func (fs fieldSpec) matches(o *unstructured.Unstructured) bool {
+	gvk := o.GroupVersionKind()
+	return (fs.Kind == "" || fs.Kind == gvk.Kind) && (fs.Group == "" || fs.Group == gvk.Group) &&
+		(fs.Version == "" || fs.Version == gvk.Version)
+}
+
+// splitPath splits a field spec's path at "/", but not at "\/".
+func splitPath(path string) []string {
+	var out []string
+	var cur strings.Builder
+	for i := 0; i < len(path); i++ {
+		switch {
+		case path[i] == '\\' && i+1 < len(path) && path[i+1] == '/':
+			cur.WriteByte('/')
+			i++
+		case path[i] == '/':
+			out = append(out, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(path[i])
+		}
+	}
+	return append(out, cur.String())
+}
+
+// setField sets the field at path under node to value, in every element of
+// the lists on the way; a missing field is added only when create is set.
+func setField(node any, path []string, value string, create bool) {
+	switch n := node.(type) {
+	case []any:
+		for _, e := range n {
+			setField(e, path, value, create)
+		}
+	case map[string]any:
+		key := path[0]
+		child, ok := n[key]
+		if len(path) == 1 {
+			if ok || create {
+				n[key] = value
+			}
+			return
+		}
+		if !ok {
+			if !create {
+				return
+			}
+			child = map[string]any{}
+			n[key] = child
+		}
+		setField(child, path[1:], value, create)
+	}
 }
 
 // clusterScoped kinds among those deploy/ holds.
 var clusterScoped = map[string]bool{"CustomResourceDefinition": true, "ClusterRole": true,
-	"ClusterRoleBinding": true, "Namespace": true}
+	"ClusterRoleBinding": true, "Namespace": true, "MutatingWebhookConfiguration": true}
 
 func namespaced(o *unstructured.Unstructured) bool { return !clusterScoped[o.GetKind()] }
 
 // setSubjectNamespaces points a binding's ServiceAccount subjects at ns, as
 // kustomize does: every one of a RoleBinding's, and those of a
-// ClusterRoleBinding that name no namespace (kustomize leaves a
-// ClusterRoleBinding subject's explicit namespace alone, also from an
-// overlay, so deploy/ gives them none).
-func setSubjectNamespaces(o *unstructured.Unstructured, ns string) {
+// ClusterRoleBinding that name no namespace, or the namespace that a
+// ServiceAccount of the same name among the objects built had before
+// (accounts, by name): that is how an overlay's namespace reaches a subject
+// its base set. A subject's namespace of another origin is left alone.
+func setSubjectNamespaces(o *unstructured.Unstructured, ns string, accounts map[string]string) {
 	if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
 		return
 	}
@@ -157,7 +267,9 @@ func setSubjectNamespaces(o *unstructured.Unstructured, ns string) {
 		if !ok || m["kind"] != "ServiceAccount" {
 			continue
 		}
-		if _, named := m["namespace"]; o.GetKind() == "RoleBinding" || !named {
+		had, named := m["namespace"]
+		prev, isAccount := accounts[fmt.Sprint(m["name"])]
+		if o.GetKind() == "RoleBinding" || !named || (isAccount && had == prev) {
 			m["namespace"] = ns
 		}
 	}

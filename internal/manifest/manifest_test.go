@@ -75,8 +75,10 @@ spec:
 }
 
 // TestBuildSetsClusterRoleBindingSubjectsAsKustomizeDoes: kustomize's
-// namespace reaches a ClusterRoleBinding's ServiceAccount subject only when
-// it names no namespace (an explicit one is left alone, also from an overlay).
+// namespace reaches a ClusterRoleBinding's ServiceAccount subject when it
+// names no namespace, or the one a ServiceAccount of that name among the
+// objects had (so an overlay's namespace reaches a subject its base set, as
+// `kubectl kustomize` 5 does); any other explicit one is left alone.
 func TestBuildSetsClusterRoleBindingSubjectsAsKustomizeDoes(t *testing.T) {
 	objs, err := Build(filepath.Join("..", "..", "deploy", "operator", "cluster-wide"))
 	if err != nil {
@@ -106,9 +108,77 @@ subjects:
 	if err != nil {
 		t.Fatal(err)
 	}
-	setSubjectNamespaces(explicit[0], "other")
+	setSubjectNamespaces(explicit[0], "other", map[string]string{"sa": "base"})
 	subjects, _, _ := unstructured.NestedSlice(explicit[0].Object, "subjects")
 	if ns := subjects[0].(map[string]any)["namespace"]; ns != "kept" {
 		t.Errorf("an explicit ClusterRoleBinding subject namespace became %v", ns)
+	}
+	setSubjectNamespaces(explicit[0], "other", map[string]string{"sa": "kept"})
+	if subjects, _, _ = unstructured.NestedSlice(explicit[0].Object, "subjects"); subjects[0].(map[string]any)["namespace"] != "other" {
+		t.Errorf("the subject of a ServiceAccount moved from its namespace stayed: %v", subjects[0])
+	}
+	// An overlay's namespace reaches the ClusterRoleBindings of its base.
+	objs, err = Build(filepath.Join("..", "..", "deploy", "overlays", "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+		if ns := subjects[0].(map[string]any)["namespace"]; ns != "handlerkit-demo" {
+			t.Errorf("deploy/overlays/local %s: subject namespace %v, want handlerkit-demo", o.GetName(), ns)
+		}
+	}
+}
+
+// TestTheNamespaceReachesTheWebhookConfigurationAsKustomizeDoes: with
+// deploy/operator's configurations (kustomizeconfig.yaml), the namespace of
+// the kustomization, and of an overlay above it, reaches the webhook's
+// Service reference and the one namespace it selects, as `kubectl kustomize`
+// writes them; the configuration itself is cluster-scoped. Without a
+// configuration nothing but metadata.namespace changes.
+func TestTheNamespaceReachesTheWebhookConfigurationAsKustomizeDoes(t *testing.T) {
+	for dir, ns := range map[string]string{"operator": "handlerkit-system", "overlays/local": "handlerkit-demo"} {
+		objs, err := Build(filepath.Join("..", "..", "deploy", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mwc *unstructured.Unstructured
+		for _, o := range objs {
+			if o.GetKind() == "MutatingWebhookConfiguration" {
+				mwc = o
+			}
+		}
+		if mwc == nil {
+			t.Fatalf("%s: no MutatingWebhookConfiguration", dir)
+		}
+		if mwc.GetNamespace() != "" {
+			t.Errorf("%s: the MutatingWebhookConfiguration got namespace %q", dir, mwc.GetNamespace())
+		}
+		hooks, _, _ := unstructured.NestedSlice(mwc.Object, "webhooks")
+		hook := hooks[0].(map[string]any)
+		if got, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "namespace"); got != ns {
+			t.Errorf("%s: service namespace %q, want %q", dir, got, ns)
+		}
+		if got, _, _ := unstructured.NestedString(hook, "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"); got != ns {
+			t.Errorf("%s: selected namespace %q, want %q", dir, got, ns)
+		}
+	}
+
+	if got := splitPath(`webhooks/namespaceSelector/matchLabels/kubernetes.io\/metadata.name`); len(got) != 4 || got[3] != "kubernetes.io/metadata.name" {
+		t.Errorf("splitPath: %q", got)
+	}
+	obj := map[string]any{"webhooks": []any{map[string]any{"name": "a"}, map[string]any{"name": "b", "clientConfig": map[string]any{}}}}
+	setField(obj, splitPath("webhooks/clientConfig/service/namespace"), "ns", false)
+	if hooks := obj["webhooks"].([]any); hooks[0].(map[string]any)["clientConfig"] != nil {
+		t.Errorf("without create a missing field was added: %v", hooks[0])
+	}
+	setField(obj, splitPath("webhooks/clientConfig/service/namespace"), "ns", true)
+	for _, h := range obj["webhooks"].([]any) {
+		if got, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "service", "namespace"); got != "ns" {
+			t.Errorf("with create: %v", h)
+		}
 	}
 }

@@ -520,3 +520,46 @@ func TestWorkqueueSeriesExistBeforeRun(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyChecksApplyStandingByAndLeading: a WithReadyCheck check keeps
+// /readyz at 503 with its error, whether the replica stands by or leads, and
+// it is ready once the check passes (what a webhook serving on every replica
+// needs: its certificates loaded).
+func TestReadyChecksApplyStandingByAndLeading(t *testing.T) {
+	el := &stubElector{grant: make(chan struct{})}
+	var mu sync.Mutex
+	checkErr := errors.New("webhook: no serving certificate yet")
+	check := func() error { mu.Lock(); defer mu.Unlock(); return checkErr }
+	setCheck := func(err error) { mu.Lock(); checkErr = err; mu.Unlock() }
+	f := newFixture(t, sdk.WithElector(el), sdk.WithMetricsAddr("127.0.0.1:0"), sdk.WithReadyCheck(check), sdk.WithReadyCheck(nil))
+	if err := f.op.Watch("v1", "ConfigMap", f.ns, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.op.Handle(&recorder{})
+	run := f.runAsync(t)
+
+	eventually(t, 10*time.Second, "metrics server bound", func() bool { return f.op.MetricsAddr() != "" })
+	base := "http://" + f.op.MetricsAddr()
+	eventually(t, 10*time.Second, "standing by, held back by the check", func() bool {
+		err := f.op.Ready()
+		return err != nil && strings.Contains(err.Error(), "no serving certificate yet")
+	})
+	httpGet(t, base+"/readyz", http.StatusServiceUnavailable)
+	setCheck(nil)
+	eventually(t, 10*time.Second, "ready standing by", func() bool { return f.op.Ready() == nil })
+	httpGet(t, base+"/readyz", http.StatusOK)
+
+	close(el.grant)
+	eventually(t, 10*time.Second, "ready leading", func() bool { return f.op.Ready() == nil })
+	setCheck(errors.New("webhook: certificate gone"))
+	if err := f.op.Ready(); err == nil || !strings.Contains(err.Error(), "certificate gone") {
+		t.Fatalf("leading with a failing check: Ready() = %v", err)
+	}
+	httpGet(t, base+"/readyz", http.StatusServiceUnavailable)
+	el.mu.Lock()
+	el.revoke()
+	el.mu.Unlock()
+	if done, _ := run.returned(30 * time.Second); !done {
+		t.Fatal("Run did not return")
+	}
+}

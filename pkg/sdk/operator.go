@@ -284,7 +284,8 @@ func defaultWatchName(gvk schema.GroupVersionKind, namespace string) string {
 }
 
 // Ready reports readiness for /readyz: nil while standing by for leadership,
-// or while leading with every watch's cache synced; otherwise why not.
+// or while leading with every watch's cache synced, and every check of
+// WithReadyCheck passing; otherwise why not.
 func (o *Operator) Ready() error {
 	o.mu.Lock()
 	state, watches := o.state, o.watches
@@ -292,14 +293,19 @@ func (o *Operator) Ready() error {
 	switch state {
 	case stateIdle:
 		return errors.New("operator is not running")
-	case stateStandby:
-		return nil
 	case stateStopping:
 		return errors.New("operator is shutting down")
+	case stateStandby:
+		watches = nil
 	}
 	for _, w := range watches {
 		if !w.isSynced() {
 			return fmt.Errorf("watch %q (%s): cache not synced yet", w.name, w.gvk)
+		}
+	}
+	for _, check := range o.cfg.readyChecks {
+		if err := check(); err != nil {
+			return err
 		}
 	}
 	return nil

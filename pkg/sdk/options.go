@@ -93,6 +93,7 @@ type config struct {
 	clientLimit     *clientRateLimit
 	eventSource     string
 	noKlogRouting   bool
+	readyChecks     []func() error
 }
 
 // WithScheme sets the scheme that decides which kinds are delivered as typed
@@ -121,6 +122,20 @@ func WithMetricsAddr(addr string) Option { return func(c *config) { c.metricsAdd
 // and serves e's health on /healthz. The default is no elector: the replica
 // always leads.
 func WithElector(e Elector) Option { return func(c *config) { c.elector = e } }
+
+// WithReadyCheck adds a check to /readyz (and Ready): while check returns an
+// error, the replica is not ready and /readyz answers 503 with the error's
+// text. It applies whether the replica leads or stands by, for the parts of
+// an operator that serve on every replica (an admission webhook's
+// certificates, say); Ready's own conditions come first. Checks must be
+// cheap and safe to call concurrently: every probe calls them.
+func WithReadyCheck(check func() error) Option {
+	return func(c *config) {
+		if check != nil {
+			c.readyChecks = append(c.readyChecks, check)
+		}
+	}
+}
 
 // WithCacheSyncTimeout bounds the wait for each watch's cache to sync. The
 // default is DefaultCacheSyncTimeout.

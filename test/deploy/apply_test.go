@@ -48,6 +48,9 @@ var manifestSets = []manifestSet{
 	{file: "deploy/operator/user-roles/user-roles.yaml"},
 	{file: "deploy/operator/operator.yaml", namespace: "files"},
 	{file: "deploy/operator/cluster-wide/operator.yaml", namespace: "files"},
+	{file: "deploy/operator/rbac-eviction.yaml", namespace: "files"},
+	{file: "deploy/operator/webhook.yaml", namespace: "files"},
+	{file: "deploy/operator/cluster-wide/webhook.yaml", namespace: "files"},
 }
 
 // notAlone are the YAML files under deploy/ that are not applied alone
@@ -63,6 +66,12 @@ var notAlone = map[string]string{
 	"deploy/operator/rbac-unserved.yaml":                        "kubectl apply -k only",
 	"deploy/operator/cluster-wide/rbac-ephemeralcontainer.yaml": "kubectl apply -k only",
 	"deploy/overlays/cluster-wide-exec/rbac-exec.yaml":          "kubectl apply -k only",
+	"deploy/operator/rbac-webhook.yaml":                         "kubectl apply -k only",
+	"deploy/operator/cluster-wide/rbac-webhook.yaml":            "kubectl apply -k only",
+	"deploy/operator/cluster-wide/rbac-eviction.yaml":           "kubectl apply -k only",
+	// Not Kubernetes objects: where kustomize's namespace goes.
+	"deploy/operator/kustomizeconfig.yaml":              "a kustomize transformer configuration",
+	"deploy/operator/cluster-wide/kustomizeconfig.yaml": "a kustomize transformer configuration",
 }
 
 func (s manifestSet) String() string { return s.kustomization + s.file }

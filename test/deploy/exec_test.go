@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/handlerkit/handlerkit/pkg/webhook"
 )
 
 // settingsConfigMap is the ConfigMap the operator's Deployment reads into its
@@ -198,9 +201,20 @@ func TestOperatorDefaultsAreTheDefaultInstalls(t *testing.T) {
 	}
 	// The chart's deployment.yaml passes these.
 	for _, f := range []string{"strategies", "default-strategy", "agent-image", "allowed-agent-images", "pod-monitors",
-		"metrics-service", "leader-election", "leader-lock", "log-format"} {
+		"metrics-service", "leader-election", "leader-lock", "log-format", "webhook", "webhook-service", "webhook-secret",
+		"webhook-configuration", "webhook-external-certs", "at-start-delivery"} {
 		if !strings.Contains(help, "\n  -"+f+" ") && !strings.Contains(help, "\n  -"+f+"\n") {
 			t.Errorf("the operator has no flag -%s, which the chart passes", f)
+		}
+	}
+	// The manifests run the webhook with the operator's defaults: their
+	// names are these (webhook_test.go).
+	_, port, _ := net.SplitHostPort(webhook.DefaultAddr)
+	for flag, want := range map[string]string{"webhook": "on", "webhook-service": webhookService, "webhook-secret": webhookSecret,
+		"webhook-configuration": webhookConfig, "webhook-addr": ":" + port, "at-start-delivery": "image-volume"} {
+		m := regexp.MustCompile(`(?s)\n\s+-` + flag + ` string\n[^\n]*\(default "([^"]*)"\)`).FindStringSubmatch(help)
+		if m == nil || m[1] != want {
+			t.Errorf("-%s defaults to %v, the manifests need %q", flag, m, want)
 		}
 	}
 }

@@ -21,10 +21,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/handlerkit/handlerkit/internal/manifest"
 	"github.com/handlerkit/handlerkit/internal/testbuild"
+	"github.com/handlerkit/handlerkit/pkg/webhook"
 )
 
 const chartDir = "charts/prometheus-jmx-exporter-operator"
@@ -108,7 +110,7 @@ func renderChart(t *testing.T, namespace, values string) ([]*unstructured.Unstru
 
 // kindOrder is the order objects are applied in, as Helm installs them.
 var kindOrder = []string{"CustomResourceDefinition", "ServiceAccount", "ConfigMap", "ClusterRole", "Role", "ClusterRoleBinding",
-	"RoleBinding", "Deployment", "PodDisruptionBudget", "PrometheusRule"}
+	"RoleBinding", "Service", "Deployment", "PodDisruptionBudget", "PrometheusRule", "MutatingWebhookConfiguration"}
 
 // rulesOf returns the rules of the Roles or ClusterRoles in objs, by
 // namespace/name.
@@ -187,6 +189,10 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 	homeRules := deployRoles[op+"-home"].Rules
 	ephemeral := deployRoles[op+"-ephemeralcontainer"].Rules
 	execRules := deployRoles[op+"-exec"].Rules
+	eviction := deployRoles[op+"-eviction"].Rules
+	if len(eviction) == 0 {
+		t.Fatalf("%s has no -eviction Role", namespacedExec)
+	}
 	userRoles := build(t, "deploy/operator/user-roles")
 	userRules := rulesOf(t, userRoles, "ClusterRole")
 	if len(userRules) != 2 {
@@ -242,8 +248,9 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 		args:  []string{"--strategies=EphemeralContainer,Exec", "--default-strategy=EphemeralContainer"},
 		exec:  true,
 	}, {
-		name: "for-life, no PodMonitors, no metrics Service, no users' roles", namespace: "helm-minimal",
-		values: "leaderElection: for-life\npodMonitors: false\nmetricsService: none\naggregatedRoles: false\nreportUnserved: false\n",
+		name: "for-life, no PodMonitors, no metrics Service, no users' roles, no webhook, no eviction", namespace: "helm-minimal",
+		values: "leaderElection: for-life\npodMonitors: false\nmetricsService: none\naggregatedRoles: false\nreportUnserved: false\n" +
+			"webhook: {enabled: false}\nrestartOnRefusal: false\n",
 		roles: map[string][]rbacv1.PolicyRule{
 			"helm-minimal/" + op:                         withoutRules(served, "podmonitors", "prometheusjmxexporters/finalizers"),
 			"helm-minimal/" + op + "-ephemeralcontainer": ephemeral,
@@ -251,9 +258,33 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "watch", "create", "delete"}},
 				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}}}},
 		watch:       "fieldRef",
-		args:        []string{"--leader-election=for-life", "--pod-monitors=false", "--metrics-service=none"},
+		args:        []string{"--leader-election=for-life", "--pod-monitors=false", "--metrics-service=none", "--webhook=off"},
 		noUserRoles: true,
 	}}
+	// Every install but the minimal one has the webhook, with its RBAC
+	// (webhook.PolicyRules in the release namespace, ClusterPolicyRules for
+	// the configuration), and the eviction rule where it serves.
+	for i, c := range cases {
+		if strings.Contains(c.values, "webhook: {enabled: false}") {
+			continue
+		}
+		if cases[i].clusterRoles == nil {
+			cases[i].clusterRoles = map[string][]rbacv1.PolicyRule{}
+		}
+		cases[i].roles[c.namespace+"/"+op+"-webhook"] = webhook.PolicyRules(op+"-webhook-tls", false)
+		cases[i].clusterRoles[op+"-webhook"] = webhook.ClusterPolicyRules(op)
+		if strings.Contains(c.values, "watchAllNamespaces: true") {
+			cases[i].clusterRoles[op+"-eviction"] = eviction
+			continue
+		}
+		servedNS := c.servedNS
+		if servedNS == nil {
+			servedNS = []string{c.namespace}
+		}
+		for _, ns := range servedNS {
+			cases[i].roles[ns+"/"+op+"-eviction"] = eviction
+		}
+	}
 	// A namespaced install reports exporters elsewhere (NotServed) through
 	// the -unserved ClusterRole, as deploy/operator does, unless
 	// reportUnserved is false; a cluster-wide one serves them instead.
@@ -296,6 +327,13 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 			}
 			d := deploymentOf(t, objs)
 			checkChartDeployment(t, d)
+			if !strings.Contains(c.values, "webhook: {enabled: false}") {
+				servedNS := c.servedNS
+				if servedNS == nil {
+					servedNS = []string{c.namespace}
+				}
+				checkChartWebhook(t, objs, d, c.namespace, servedNS, strings.Contains(c.values, "watchAllNamespaces: true"))
+			}
 			args := d.Spec.Template.Spec.Containers[0].Args
 			// No --agent-image: the operator reads its own image from its pod,
 			// so whatever renames the image (a post-renderer) moves the agent.
@@ -444,5 +482,42 @@ func TestHelmChartCRDIsDeploys(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s/files/crds/%s differs from deploy/crds/%s: run make codegen", chartDir, crd, crd)
+	}
+}
+
+// checkChartWebhook: the chart's webhook objects are the kustomize
+// install's (deploy/operator's, which TestWebhookConfigurationIsFailOpenAndSelective
+// checks) but for the release's names and namespace and the namespaces the
+// webhook is called for: a namespaced release's exactly, a cluster-wide one's
+// every namespace but the system ones and its own.
+func checkChartWebhook(t *testing.T, objs []*unstructured.Unstructured, d *appsv1.Deployment, namespace string, servedNS []string, clusterWide bool) {
+	t.Helper()
+	got := webhookOf(t, "the chart", objs, "prometheus-jmx-exporter-operator")
+	want := webhookOf(t, namespacedInstall, build(t, namespacedInstall), "prometheus-jmx-exporter-operator")
+	gw, ww := got.config.Webhooks[0], want.config.Webhooks[0]
+	if gw.ClientConfig.Service == nil || gw.ClientConfig.Service.Namespace != namespace {
+		t.Errorf("the chart's webhook calls %+v, want the Service in %s", gw.ClientConfig.Service, namespace)
+	}
+	nsSel, err := metav1.LabelSelectorAsSelector(gw.NamespaceSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range append(slices.Clone(servedNS), "kube-system", "elsewhere", namespace) {
+		want := slices.Contains(servedNS, ns) && ns != "kube-system"
+		if clusterWide {
+			want = ns != "kube-system" && ns != namespace
+		}
+		if got := nsSel.Matches(labels.Set{"kubernetes.io/metadata.name": ns}); got != want {
+			t.Errorf("the chart's webhook is called for namespace %s: %v, want %v", ns, got, want)
+		}
+	}
+	checkWebhookSelectors(t, "the chart", gw, d.Spec.Template.Labels, servedNS[0], clusterWide)
+	gw.NamespaceSelector, ww.NamespaceSelector = nil, nil
+	gw.ClientConfig.Service.Namespace, ww.ClientConfig.Service.Namespace = "", ""
+	if !reflect.DeepEqual(gw, ww) {
+		t.Errorf("the chart's webhook\n%+v\ndiffers from deploy/operator's\n%+v", gw, ww)
+	}
+	if !reflect.DeepEqual(got.service.Spec.Ports, want.service.Spec.Ports) || !reflect.DeepEqual(got.service.Spec.Selector, d.Spec.Selector.MatchLabels) {
+		t.Errorf("the chart's webhook Service %+v, want ports %+v to the operator's pods %v", got.service.Spec, want.service.Spec.Ports, d.Spec.Selector.MatchLabels)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/handlerkit/handlerkit/internal/manifest"
 	"github.com/handlerkit/handlerkit/pkg/testenv"
+	"github.com/handlerkit/handlerkit/pkg/webhook"
 )
 
 // createNamespaces creates namespaces, leaving those that exist.
@@ -101,6 +102,13 @@ func TestHelmChartWithEveryValueAppliesToTheAPIServer(t *testing.T) {
 	}
 	// for-life election: the lock ConfigMap instead of the Lease.
 	want["helm-every/"+op+"-home"] = withoutRules(deployRoles[op+"-home"].Rules, "leases")
+	// cert-manager writes the webhook's Secret: the operator only reads it,
+	// and has no ClusterRole for the caBundle. No restartOnRefusal: no
+	// eviction rule.
+	want["helm-every/"+op+"-webhook"] = webhook.PolicyRules(op+"-webhook-tls", true)
+	if cr := rulesOf(t, objs, "ClusterRole")[op+"-webhook"]; cr != nil {
+		t.Errorf("a webhook ClusterRole %v with cert-manager", cr)
+	}
 	home := rulesOf(t, objs, "Role")["helm-every/"+op+"-home"]
 	if !slices.ContainsFunc(home, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "configmaps") }) {
 		t.Errorf("for-life: the home Role %v lacks the lock ConfigMap", home)
@@ -110,14 +118,19 @@ func TestHelmChartWithEveryValueAppliesToTheAPIServer(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Roles\n%v\nwant\n%v", got, want)
 	}
+	bindings := 0
 	for _, o := range objs {
-		if o.GetKind() != "RoleBinding" {
+		if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
 			continue
 		}
+		bindings++
 		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 		if len(subjects) != 1 || subjects[0].(map[string]any)["name"] != sa || subjects[0].(map[string]any)["namespace"] != "helm-every" {
-			t.Errorf("RoleBinding %s/%s subjects %v, want the ServiceAccount helm-every/%s", o.GetNamespace(), o.GetName(), subjects, sa)
+			t.Errorf("%s %s/%s subjects %v, want the ServiceAccount helm-every/%s", o.GetKind(), o.GetNamespace(), o.GetName(), subjects, sa)
 		}
+	}
+	if bindings == 0 {
+		t.Error("no bindings")
 	}
 	d := deploymentOf(t, objs)
 	pod := d.Spec.Template.Spec
@@ -134,12 +147,18 @@ func TestHelmChartWithEveryValueAppliesToTheAPIServer(t *testing.T) {
 		d.Spec.Template.Labels["team"] != "jvm" || d.Spec.Template.Annotations["example.com/scraped"] != "yes" {
 		t.Errorf("pod template %+v", d.Spec.Template)
 	}
-	for _, kind := range []string{"PodDisruptionBudget", "PrometheusRule", "ConfigMap", "ServiceAccount", "CustomResourceDefinition"} {
+	for _, kind := range []string{"PodDisruptionBudget", "PrometheusRule", "ConfigMap", "ServiceAccount", "CustomResourceDefinition",
+		"Service", "MutatingWebhookConfiguration", "Certificate"} {
 		if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind }) {
 			t.Errorf("no %s", kind)
 		}
 	}
 
+	// cert-manager's objects are checked by test/helm; this API server does
+	// not serve their kinds.
+	objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
+		return o.GroupVersionKind().Group == "cert-manager.io"
+	})
 	a, err := manifest.NewApplier(env.Config())
 	if err != nil {
 		t.Fatal(err)

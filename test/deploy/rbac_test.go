@@ -67,6 +67,7 @@ var operatorRequests = []request{
 	{served, "patch", "", "pods", "", "pkg/operator record.go: the agents and prometheus.io annotations"},
 	ephemeralRequest,
 	execRequest,
+	evictionRequest,
 	{served, "list", "", "configmaps", "", "pkg/operator Setup: the ConfigMaps watch"},
 	{served, "watch", "", "configmaps", "", "pkg/operator Setup: the ConfigMaps watch"},
 	{served, "get", "", "configmaps", "", "pkg/operator reconcile.go: the exporter's config, query.Get live before the cache syncs"},
@@ -97,6 +98,11 @@ var operatorRequests = []request{
 // ephemeralRequest is the EphemeralContainer strategy's request.
 var ephemeralRequest = request{served, "patch", "", "pods", "ephemeralcontainers", "pkg/inject ephemeral.go: the EphemeralContainer strategy"}
 
+// evictionRequest is spec.injection.restartOnRefusal's: a pod whose JVM
+// refuses the attach is evicted (policy/v1, so PodDisruptionBudgets apply)
+// so that it is created again with the agent at start.
+var evictionRequest = request{served, "create", "", "pods", "eviction", "pkg/operator evict.go: restartOnRefusal evicts a pod that refuses the attach"}
+
 // execRequest is the Exec strategy's request, which only the Exec opt-in
 // (deploy/overlays/exec, the chart's strategies.exec) grants.
 var execRequest = request{served, "create", "", "pods", "exec", "pkg/inject exec.go: the Exec strategy"}
@@ -122,16 +128,18 @@ var roleScopes = map[string]scope{
 	"prometheus-jmx-exporter-operator":                    served,
 	"prometheus-jmx-exporter-operator-ephemeralcontainer": served,
 	"prometheus-jmx-exporter-operator-exec":               served,
+	"prometheus-jmx-exporter-operator-eviction":           served,
 	"prometheus-jmx-exporter-operator-home":               home,
 }
 
 // roles returns the operator's Roles (or ClusterRoles) of a kustomization,
-// by name: all but the users' aggregated ClusterRoles (userRoles).
+// by name: all but the users' aggregated ClusterRoles (userRoles) and the
+// webhook's, which names its objects and is proven by webhook_test.go.
 func roles(t testing.TB, dir, kind string) map[string]rbacv1.Role {
 	t.Helper()
 	out := map[string]rbacv1.Role{}
 	for _, o := range build(t, dir) {
-		if o.GetKind() != kind || aggregated(o.GetLabels()) {
+		if o.GetKind() != kind || aggregated(o.GetLabels()) || isWebhookRole(o.GetName()) {
 			continue
 		}
 		var r rbacv1.Role
@@ -422,6 +430,9 @@ func checkBindings(t *testing.T, dir, kind string, rs map[string]rbacv1.Role) {
 		}
 		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 		ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+		if isWebhookRole(ref) {
+			continue // TestWebhookRBACIsTheWebhookPackagesRules
+		}
 		if len(subjects) != 1 || subjects[0].(map[string]any)["name"] != "prometheus-jmx-exporter-operator" {
 			t.Errorf("%s %s: subjects %v", kind, o.GetName(), subjects)
 		} else if ns, _ := subjects[0].(map[string]any)["namespace"].(string); ns != saNamespace {

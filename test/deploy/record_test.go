@@ -1,7 +1,11 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -14,19 +18,24 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/generated/clientset/versioned"
+	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
 	"github.com/handlerkit/handlerkit/pkg/leader"
 	"github.com/handlerkit/handlerkit/pkg/metrics"
 	"github.com/handlerkit/handlerkit/pkg/operator"
 	"github.com/handlerkit/handlerkit/pkg/sdk"
+	"github.com/handlerkit/handlerkit/pkg/webhook"
 )
 
 // recorded is one request the operator made, as RBAC sees it, and whether
@@ -146,6 +155,31 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 	if err := bind(ctx, kube, l, sa, "", roles(t, namespacedExec, "Role")); err != nil {
 		t.Fatal(err)
 	}
+	// The webhook's Role and ClusterRole as shipped, and its configuration,
+	// pointed at this test's namespaces.
+	hook := webhookOf(t, namespacedExec, build(t, namespacedExec), sa)
+	if _, err := kube.RbacV1().Roles(l.home).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: hook.role.Name}, Rules: hook.role.Rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(l.home).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: hook.role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: hook.role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: l.home}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bindClusterRoles(t, ctx, kube, l, sa, "-"+l.home, map[string]rbacv1.Role{hook.clusterRole.Name: hook.clusterRole}); err != nil {
+		t.Fatal(err)
+	}
+	mwc := hook.config.DeepCopy()
+	mwc.Webhooks[0].ClientConfig.Service.Namespace = l.home
+	mwc.Webhooks[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] = l.served
+	mwcClient := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	if err := mwcClient.Delete(ctx, mwc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if _, err := mwcClient.Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mwcClient.Delete(context.Background(), mwc.Name, metav1.DeleteOptions{}) }()
 	if err := waitCaughtUp(ctx, kube, l, "test-sentinel"); err != nil {
 		t.Fatal(err)
 	}
@@ -217,15 +251,39 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The webhook as every replica runs it (cmd/prometheus-jmx-exporter-operator
+	// webhook.go): the certificate manager and the server.
+	saKube, err := kubernetes.NewForConfig(saCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := webhook.NewCertManager(saKube, webhook.CertOptions{Namespace: l.home, SecretName: webhookSecret,
+		ServiceName: webhookService, WebhookConfigName: webhookConfig, Logger: log, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := webhook.NewServer(webhook.ServerOptions{Addr: "127.0.0.1:0", GetCertificate: certs.GetCertificate,
+		Handlers:   map[string]webhook.Handler{webhookPath: webhook.HandlerFunc(atstart.Handler(r.AtStartInput))},
+		Registerer: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
 	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
+	done := make(chan error, 3)
 	go func() { done <- op.Run(runCtx) }()
-	// shutdown stops Run and waits for the injection jobs.
+	go func() { done <- certs.Run(runCtx) }()
+	go func() { done <- srv.Serve(runCtx) }()
+	// shutdown stops Run and the webhook and waits for the injection jobs.
 	var once sync.Once
 	shutdown := func() {
 		once.Do(func() {
 			stop()
-			<-done
+			for range 3 {
+				<-done
+			}
 			r.Wait()
 		})
 	}
@@ -269,6 +327,18 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	// The webhook: a serving certificate, the configuration's caBundle set,
+	// and a pod's admission answered (the chooser reads as the operator).
+	for certs.Ready() != nil || !caBundleSet(ctx, kube, mwc.Name, certs) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the webhook's certificates: %v, %v", certs.Ready(), certs.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	admitPod(t, ctx, srv.Addr(), webhookService+"."+l.home+".svc", certs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: l.served, Name: "new", Labels: map[string]string{"app": "exec"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "jvm-app"}}}})
+
 	// The kubelet would run the ephemeral container and report it ended;
 	// the job waiting for that ends too.
 	playEphemeralEnded(t, ctx, kube, l.served, "ephemeralcontainer")
@@ -293,6 +363,10 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 	// leader label's removal) are recorded too.
 	shutdown()
 
+	listed := slices.Clone(operatorRequests)
+	for _, r := range webhookRequests {
+		listed = append(listed, r.request)
+	}
 	seen := map[request]bool{}
 	for _, got := range rec.requests() {
 		switch got.namespace {
@@ -300,6 +374,8 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 			got.scope = served
 		case l.home:
 			got.scope = home
+		case "":
+			got.scope = clusterScope
 		default:
 			t.Errorf("a request outside the operator's namespaces: %s in namespace %q", got.request, got.namespace)
 			continue
@@ -307,19 +383,74 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 		if got.forbidden {
 			t.Errorf("refused: %s", got.request)
 		}
-		i := slices.IndexFunc(operatorRequests, func(r request) bool {
+		i := slices.IndexFunc(listed, func(r request) bool {
 			return r.scope == got.scope && r.verb == got.verb && r.group == got.group && r.resource == got.resource && r.subresource == got.subresource
 		})
 		if i < 0 {
-			t.Errorf("the operator made %s, which operatorRequests does not list", got.request)
+			t.Errorf("the operator made %s, which operatorRequests and webhookRequests do not list", got.request)
 			continue
 		}
-		seen[operatorRequests[i]] = true
+		seen[listed[i]] = true
 	}
-	for _, r := range operatorRequests {
+	for _, r := range listed {
 		if !seen[r] {
 			t.Logf("listed from the code, not made in this run: %s", r)
 		}
+	}
+	// Its list may be streamed over the watch, and update is a rotation's.
+	for _, r := range webhookRequests {
+		if !seen[r.request] && r.verb != "update" && r.verb != "list" {
+			t.Errorf("the webhook's certificate manager did not make %s", r)
+		}
+	}
+}
+
+// caBundleSet says whether the webhook configuration name carries the
+// certificate manager's CA bundle.
+func caBundleSet(ctx context.Context, kube kubernetes.Interface, name string, certs *webhook.CertManager) bool {
+	c, ok := certs.Certificates()
+	if !ok {
+		return false
+	}
+	mwc, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	return err == nil && len(mwc.Webhooks) > 0 && bytes.Equal(mwc.Webhooks[0].ClientConfig.CABundle, c.CABundle)
+}
+
+// admitPod sends the webhook server at addr an AdmissionReview of pod's
+// creation, as the API server does: to serverName, trusting the certificate
+// manager's CA bundle. It fails unless the pod is allowed.
+func admitPod(t *testing.T, ctx context.Context, addr, serverName string, certs *webhook.CertManager, pod *corev1.Pod) {
+	t.Helper()
+	c, _ := certs.Certificates()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(c.CABundle)
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: "1", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: pod.Namespace,
+			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: serverName}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+webhookPath, bytes.NewReader(review))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || got.Response == nil || !got.Response.Allowed {
+		t.Fatalf("the webhook answered %d %+v (%v)", resp.StatusCode, got.Response, err)
 	}
 }
 

@@ -163,5 +163,8 @@ deploy/operator/user-roles's (test/deploy keeps them equal).
 {{- if not (or .Values.strategies.ephemeralContainer .Values.strategies.exec) }}{{ fail "strategies: switch on at least one" }}{{ end -}}
 {{- range .Values.agent.allowedImages }}{{ if or (not .) (contains "," .) }}{{ fail "agent.allowedImages: exact image references, none empty or with a comma" }}{{ end }}{{ end -}}
 {{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) }}{{ fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" }}{{ end -}}
+{{- if and .Values.webhook.enabled (or (lt (int .Values.webhook.timeoutSeconds) 1) (gt (int .Values.webhook.timeoutSeconds) 30)) }}{{ fail "webhook.timeoutSeconds: from 1 to 30 (the API server's limit)" }}{{ end -}}
+{{- if not (has .Values.webhook.atStartDelivery (list "image-volume" "init-container")) }}{{ fail "webhook.atStartDelivery: image-volume or init-container" }}{{ end -}}
+{{- if and .Values.webhook.certManager.issuerRef (not .Values.webhook.certManager.issuerRef.name) }}{{ fail "webhook.certManager.issuerRef: name the issuer (name, kind, group), or leave it empty for a self-signed one" }}{{ end -}}
 {{- range $k, $v := merge (dict) .Values.podMonitor.labels .Values.serviceMonitor.labels }}{{ if or (contains "," $k) (contains "=" $k) (contains "," (toString $v)) }}{{ fail "podMonitor.labels, serviceMonitor.labels: label keys and values cannot hold ',' or '='" }}{{ end }}{{ end -}}
 {{- end -}}

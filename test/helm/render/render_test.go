@@ -102,14 +102,15 @@ func args(t *testing.T, objs []object) []string {
 }
 
 // TestChartRendersEveryTemplate renders the chart with its defaults: the
-// CRD (a template, kept on uninstall), the served, EphemeralContainer and
-// home Roles (Exec is opt-in), the users' view and edit ClusterRoles, the
-// -unserved ClusterRole and its binding (NotServed on exporters elsewhere),
-// and nothing that is off by default.
+// CRD (a template, kept on uninstall), the served, EphemeralContainer,
+// eviction (restartOnRefusal), home and webhook Roles (Exec is opt-in), the
+// users' view and edit ClusterRoles, the -unserved ClusterRole and its
+// binding (NotServed on exporters elsewhere), the webhook's ClusterRole,
+// Service and configuration, and nothing that is off by default.
 func TestChartRendersEveryTemplate(t *testing.T) {
 	objs := render(t, "")
-	want := map[string]int{"CustomResourceDefinition": 1, "ServiceAccount": 1, "Role": 3, "RoleBinding": 3, "ClusterRole": 3,
-		"ClusterRoleBinding": 1, "Deployment": 1}
+	want := map[string]int{"CustomResourceDefinition": 1, "ServiceAccount": 1, "Role": 5, "RoleBinding": 5, "ClusterRole": 4,
+		"ClusterRoleBinding": 2, "Deployment": 1, "Service": 1, "MutatingWebhookConfiguration": 1}
 	if got := kinds(objs); !reflect.DeepEqual(got, want) {
 		t.Errorf("kinds %v, want %v", got, want)
 	}
@@ -141,8 +142,9 @@ func TestChartRendersEveryTemplate(t *testing.T) {
 func TestChartFailsOnValuesThatCannotWork(t *testing.T) {
 	for vals, why := range map[string]string{
 		"leaderElection: none\n": "exactly one replica",
-		"podDisruptionBudget: {enabled: true, minAvailable: 1, maxUnavailable: 1}\n": "not both",
-		"podMonitor: {labels: {team: 'a,b'}}\n":                                      "cannot hold",
+		"podDisruptionBudget: {enabled: true, minAvailable: 1, maxUnavailable: 1}\n":  "not both",
+		"podMonitor: {labels: {team: 'a,b'}}\n":                                       "cannot hold",
+		"webhook: {certManager: {enabled: true, issuerRef: {kind: ClusterIssuer}}}\n": "name the issuer",
 	} {
 		if _, err := renderErr(t, vals); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("%q: err %v, want one saying %q", vals, err, why)
@@ -165,6 +167,10 @@ func TestSchemaRejectsAMisspeltValue(t *testing.T) {
 		"leaderElection: sometimes\n":                             "leaderElection",
 		"replicas: two\n":                                         "replicas",
 		"podMonitor: {labels: {release: 1}}\n":                    "release",
+		"webhook: {timeoutSeconds: 60}\n":                         "timeoutSeconds",
+		"webhook: {atStartDelivery: ImageVolume}\n":               "atStartDelivery",
+		"webhook: {certManger: {enabled: true}}\n":                "certManger",
+		"restartOnRefusal: yes please\n":                          "restartOnRefusal",
 		// A key the framework's ServiceMonitor selects by: the operator
 		// would refuse it at every start (exit 2), so the install does.
 		"serviceMonitor: {labels: {app.kubernetes.io/name: x}}\n": "app.kubernetes.io/name",
@@ -408,6 +414,83 @@ func TestNotesSayWhatWasInstalled(t *testing.T) {
 	for _, want := range []string{"shop, billing", "kind: PrometheusJmxExporter", "namespace: shop", "podMonitor.labels.release", "serviceMonitor.labels.release", "prometheusRule.enabled=true"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
+	}
+}
+
+// TestWebhookValuesChooseItsObjectsAndFlags: the webhook (on by default)
+// renders its Service, configuration and RBAC and passes its names to the
+// operator; off, none of them and --webhook=off; with cert-manager, a
+// Certificate (from a self-signed Issuer, or the issuer named), the
+// configuration's inject-ca-from annotation, a read-only Secret rule, no
+// ClusterRole, and --webhook-external-certs=true.
+func TestWebhookValuesChooseItsObjectsAndFlags(t *testing.T) {
+	const full = "prometheus-jmx-exporter-operator"
+	objs := render(t, "")
+	for _, want := range []string{"--webhook=on", "--webhook-service=" + full + "-webhook", "--webhook-secret=" + full + "-webhook-tls",
+		"--webhook-configuration=" + full, "--webhook-external-certs=false", "--at-start-delivery=image-volume"} {
+		if !slices.Contains(args(t, objs), want) {
+			t.Errorf("defaults: args %v lack %s", args(t, objs), want)
+		}
+	}
+	ports, _ := container(t, objs)["ports"].([]any)
+	if !slices.ContainsFunc(ports, func(p any) bool {
+		return reflect.DeepEqual(p, map[string]any{"name": "webhook", "containerPort": float64(9443)})
+	}) {
+		t.Errorf("ports %v lack webhook 9443", ports)
+	}
+	mwc := find(t, objs, "MutatingWebhookConfiguration")
+	if mwc.get("metadata", "annotations") != nil {
+		t.Errorf("the self-managed configuration has annotations %v", mwc.get("metadata", "annotations"))
+	}
+
+	off := render(t, "webhook: {enabled: false}\n")
+	for _, k := range []string{"Service", "MutatingWebhookConfiguration"} {
+		if kinds(off)[k] != 0 {
+			t.Errorf("webhook off: %d %s", kinds(off)[k], k)
+		}
+	}
+	for _, o := range off {
+		if name, _ := o.get("metadata", "name").(string); strings.HasSuffix(name, "-webhook") {
+			t.Errorf("webhook off: %s %s", o.kind(), name)
+		}
+	}
+	if a := args(t, off); !slices.Contains(a, "--webhook=off") || slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--webhook-") }) {
+		t.Errorf("webhook off: args %v", a)
+	}
+
+	for vals, issuer := range map[string]map[string]any{
+		"webhook: {certManager: {enabled: true}}\n": {"name": full + "-webhook-selfsigned", "kind": "Issuer"},
+		"webhook: {certManager: {enabled: true, issuerRef: {name: ca, kind: ClusterIssuer, group: cert-manager.io}}}\n": {
+			"name": "ca", "kind": "ClusterIssuer", "group": "cert-manager.io"},
+	} {
+		cm := render(t, vals)
+		if !slices.Contains(args(t, cm), "--webhook-external-certs=true") {
+			t.Errorf("%q: args %v", vals, args(t, cm))
+		}
+		if got := find(t, cm, "MutatingWebhookConfiguration").get("metadata", "annotations", "cert-manager.io/inject-ca-from"); got != "ops/"+full+"-webhook" {
+			t.Errorf("%q: inject-ca-from %v", vals, got)
+		}
+		cert := find(t, cm, "Certificate")
+		if cert.get("spec", "secretName") != full+"-webhook-tls" || !reflect.DeepEqual(cert.get("spec", "issuerRef"), issuer) ||
+			!reflect.DeepEqual(cert.get("spec", "dnsNames"), []any{full + "-webhook.ops.svc", full + "-webhook.ops.svc.cluster.local"}) {
+			t.Errorf("%q: Certificate %v", vals, cert)
+		}
+		if n := kinds(cm)["Issuer"]; (n == 1) != (issuer["kind"] == "Issuer") {
+			t.Errorf("%q: %d Issuers", vals, n)
+		}
+		for _, o := range cm {
+			name, _ := o.get("metadata", "name").(string)
+			switch {
+			case o.kind() == "ClusterRole" && name == full+"-webhook":
+				t.Errorf("%q: the ClusterRole for the caBundle, which cert-manager keeps", vals)
+			case o.kind() == "Role" && name == full+"-webhook":
+				want := []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"},
+					"resourceNames": []any{full + "-webhook-tls"}, "verbs": []any{"get", "list", "watch"}}}
+				if !reflect.DeepEqual(o.get("rules"), want) {
+					t.Errorf("%q: webhook Role rules %v, want read-only %v", vals, o.get("rules"), want)
+				}
+			}
 		}
 	}
 }
