@@ -574,3 +574,38 @@ func TestAtStartInputChoosesWhatTheReconcilerWould(t *testing.T) {
 		return !ok && err != nil && strings.Contains(err.Error(), collectorMessage)
 	})
 }
+
+// TestWithoutTheWebhookAtStartModesSaySo: an operator run without its
+// admission webhook (--webhook=off: Options.NoWebhook) says, on an exporter
+// in mode Both with restartOnRefusal, that no pod gets the agent at start
+// (Degraded=True WebhookDisabled), attaches new pods like running ones, and
+// evicts nothing: a recreated pod would come back without the agent.
+func TestWithoutTheWebhookAtStartModesSaySo(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3*time.Minute)
+	ns := c.namespace(t, "nowebhook")
+	labels := map[string]string{"app": "orders"}
+	c.createPod(t, ns, podSpec{name: "a", labels: labels, owner: replicaSet("orders-1")}, "containerd://a1")
+	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
+	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
+		return refusedBy(jvm.ReasonAttachDisabled, "-XX:+DisableAttachMechanism"), nil
+	})
+	c.runOperator(t, ns, operator.Options{Resync: time.Second, NoWebhook: true,
+		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}})
+	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeBoth, true))
+
+	deg := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionDegraded, metav1.ConditionTrue, jmxv1alpha1.ReasonWebhookDisabled)
+	for _, w := range []string{"--webhook=off", "no pod gets the agent at start", "restartOnRefusal evicts nothing"} {
+		if !strings.Contains(deg.Message, w) {
+			t.Errorf("Degraded message %q lacks %q", deg.Message, w)
+		}
+	}
+	ready := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionReady, metav1.ConditionFalse, jmxv1alpha1.ReasonAttachRefused)
+	if !strings.Contains(ready.Message, "evicts nothing") {
+		t.Errorf("Ready message %q does not say that nothing is evicted", ready.Message)
+	}
+	hold(t, 3*time.Second, "pod a not evicted", func() (bool, string) {
+		_, err := c.kube.CoreV1().Pods(ns).Get(c.ctx, "a", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+}

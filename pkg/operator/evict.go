@@ -130,6 +130,9 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 		}
 		return
 	}
+	if !p.podsRead {
+		return // an eviction under way is judged when the pods can be read
+	}
 	st := r.evictionsOf(key)
 	log := sdk.LoggerFrom(ctx)
 	rec := sdk.EventRecorderFrom(ctx)

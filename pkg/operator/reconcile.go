@@ -275,6 +275,9 @@ type plan struct {
 	// deleted; restartNote says what restartOnRefusal is doing (evict.go).
 	terminating []*corev1.Pod
 	restartNote string
+	// podsRead is true once the exporter's pods were read: what the plan
+	// says about pods (and their absence) is then true.
+	podsRead bool
 }
 
 type podState = string
@@ -413,6 +416,7 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 		p.retryIn = 5 * time.Second
 		return p
 	}
+	p.podsRead = true
 	var exporters jmxv1alpha1.PrometheusJmxExporterList
 	if err := r.read.List(ctx, ex.Namespace, &exporters); err != nil {
 		log.Warnf("operator: list exporters in %s: %v", ex.Namespace, err)
