@@ -14,8 +14,8 @@
 // creation: it waits until that pod's JVM is listed injected AtStart and
 // prints its first scrape (no attach, no ephemeral container). Then it starts a
 // real Prometheus (pkg/testenv/prometheus) with the community chart's
-// kubernetes-pods job and prints a PromQL query it answers for the sample
-// JVM, and the kubectl and curl lines to try; then it runs until Ctrl-C and
+// kubernetes-pods job and prints a PromQL query it answers for both JVMs,
+// and the kubectl and curl lines to try; then it runs until Ctrl-C and
 // removes everything it started.
 //
 // With KUBECONFIG set, it uses that cluster instead of starting one: the
@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -211,7 +212,7 @@ func run(ctx context.Context) error {
 		}
 		defer srv.Stop()
 		promURL = srv.URL()
-		if err := printPrometheusQuery(wctx, srv, ns, ep); err != nil {
+		if err := printPrometheusQuery(wctx, srv, ns, ep, started); err != nil {
 			return err
 		}
 	} else {
@@ -395,15 +396,25 @@ func startPrometheus(ctx context.Context, root, kubeconfig string) (*prometheus.
 	return prometheus.Start(ctx, config, prometheus.WithKubeconfig(kubeconfig))
 }
 
-// printPrometheusQuery waits until Prometheus has scraped the sample JVM and
-// prints the query, its answer and its target.
-func printPrometheusQuery(ctx context.Context, srv *prometheus.Server, ns string, ep jmxv1alpha1.MetricsEndpoint) error {
+// printPrometheusQuery waits until Prometheus has scraped every endpoint's
+// JVM (the attached one and the one injected at start, both found through
+// their pods' prometheus.io annotations) and prints the query, its answer and
+// the targets.
+func printPrometheusQuery(ctx context.Context, srv *prometheus.Server, ns string, eps ...jmxv1alpha1.MetricsEndpoint) error {
 	q := demoQuery(ns)
 	var samples []prometheus.Sample
-	err := poll(ctx, "Prometheus to scrape the JVM", func() (bool, error) {
+	err := poll(ctx, "Prometheus to scrape the JVMs", func() (bool, error) {
 		got, err := srv.Query(ctx, q)
+		if err != nil {
+			return false, nil
+		}
 		samples = got
-		return err == nil && len(samples) > 0, nil
+		for _, ep := range eps {
+			if !slices.ContainsFunc(samples, func(s prometheus.Sample) bool { return s.Metric["pod"] == ep.Pod }) {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
 		return err
@@ -418,8 +429,14 @@ func printPrometheusQuery(ctx context.Context, srv *prometheus.Server, ns string
 		return err
 	}
 	for _, smp := range up {
-		fmt.Printf("    up{pod=%q, instance=%q} = %g  (found through the pod's prometheus.io annotations; the agent serves %s:%d)\n",
-			smp.Metric["pod"], smp.Metric["instance"], smp.Value, ep.PodIP, ep.Port)
+		how := ""
+		for _, ep := range eps {
+			if ep.Pod == smp.Metric["pod"] {
+				how = fmt.Sprintf(", injected by %s", ep.InjectedBy)
+			}
+		}
+		fmt.Printf("    up{pod=%q, instance=%q} = %g  (found through the pod's prometheus.io annotations%s)\n",
+			smp.Metric["pod"], smp.Metric["instance"], smp.Value, how)
 	}
 	return nil
 }

@@ -420,14 +420,18 @@ func TestNotesSayWhatWasInstalled(t *testing.T) {
 
 // TestWebhookValuesChooseItsObjectsAndFlags: the webhook (on by default)
 // renders its Service, configuration and RBAC and passes its names to the
-// operator; off, none of them and --webhook=off; with cert-manager, a
+// operator, but not --webhook=on (the operator's default, which steps aside
+// when the RBAC is missing); off, none of them and --webhook=off; with cert-manager, a
 // Certificate (from a self-signed Issuer, or the issuer named), the
 // configuration's inject-ca-from annotation, a read-only Secret rule, no
 // ClusterRole, and --webhook-external-certs=true.
 func TestWebhookValuesChooseItsObjectsAndFlags(t *testing.T) {
 	const full = "prometheus-jmx-exporter-operator"
 	objs := render(t, "")
-	for _, want := range []string{"--webhook=on", "--webhook-service=" + full + "-webhook", "--webhook-secret=" + full + "-webhook-tls",
+	if slices.ContainsFunc(args(t, objs), func(a string) bool { return strings.HasPrefix(a, "--webhook=") }) {
+		t.Errorf("defaults: args %v set --webhook: on by default, the operator steps aside without its RBAC, which an explicit on would make fatal", args(t, objs))
+	}
+	for _, want := range []string{"--webhook-service=" + full + "-webhook", "--webhook-secret=" + full + "-webhook-tls",
 		"--webhook-configuration=" + full, "--webhook-external-certs=false", "--at-start-delivery=image-volume"} {
 		if !slices.Contains(args(t, objs), want) {
 			t.Errorf("defaults: args %v lack %s", args(t, objs), want)
