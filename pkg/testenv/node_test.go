@@ -163,7 +163,8 @@ func TestStopLeavesNoProcessMountNetnsLinkOrCgroup(t *testing.T) {
 	})
 	dir := env.Dir()
 	// A running pod gives the node something to clean: a sandbox and a
-	// container (shims, mounts, cgroups), a netns with a veth on the bridge.
+	// container (shims, mounts, cgroups), a netns with a veth on the bridge,
+	// and an image volume (containerd mounts it under its state directory).
 	ns, err := env.CreateNamespace(t.Context(), "leftovers")
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +174,10 @@ func TestStopLeavesNoProcessMountNetnsLinkOrCgroup(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](30),
-			Containers:                    []corev1.Container{{Name: "echo", Image: testimages.EchoRef, ImagePullPolicy: corev1.PullNever}},
+			Containers: []corev1.Container{{Name: "echo", Image: testimages.EchoRef, ImagePullPolicy: corev1.PullNever,
+				VolumeMounts: []corev1.VolumeMount{{Name: "image", MountPath: "/image", ReadOnly: true}}}},
+			Volumes: []corev1.Volume{{Name: "image", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+				Reference: testimages.EchoRef, PullPolicy: corev1.PullNever}}}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -199,8 +203,12 @@ func TestStopLeavesNoProcessMountNetnsLinkOrCgroup(t *testing.T) {
 	for _, l := range links {
 		hasVeth = hasVeth || veth.MatchString(l)
 	}
-	if len(procs) < 5 || len(mounts) == 0 || !hasVeth || len(cgroups) == 0 {
-		t.Fatalf("a running node should add processes, mounts, a veth and cgroups; got\nprocs %q\nmounts %q\nlinks %q\ncgroups %q",
+	hasImageVolume := false
+	for _, m := range mounts {
+		hasImageVolume = hasImageVolume || (strings.HasPrefix(m, dir) && strings.Contains(m, "/image-volumes/"))
+	}
+	if len(procs) < 5 || len(mounts) == 0 || !hasVeth || len(cgroups) == 0 || !hasImageVolume {
+		t.Fatalf("a running node should add processes, mounts (an image volume's among them), a veth and cgroups; got\nprocs %q\nmounts %q\nlinks %q\ncgroups %q",
 			procs, mounts, links, cgroups)
 	}
 	start = time.Now()

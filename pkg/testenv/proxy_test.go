@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -229,8 +231,9 @@ func checkStopped(t *testing.T, env *testenv.Environment, rulesBefore map[string
 //     mounts, directory, bridge) but leaves its kube-proxy rules alone.
 //  3. The next service-proxy Start, "first", removes those rules. In it,
 //     pods reach the apiserver through rest.InClusterConfig and a Service
-//     through its ClusterIP, and it keeps working while a second
-//     service-proxy environment waits for the lock.
+//     through its ClusterIP, the host reaches that ClusterIP too (as the
+//     apiserver does when it calls a webhook's Service), and it keeps
+//     working while a second service-proxy environment waits for the lock.
 //  4. Once the first has stopped (kube-proxy, its rules and its marker
 //     gone), the second starts, works, and stops with kube-proxy, every rule
 //     it wrote and its bridge gone.
@@ -510,6 +513,20 @@ func TestKilledNodeIsCleanedUpAndServiceProxyEnvironmentsTakeTurns(t *testing.T)
 	out = runProbe(t, first, ns, "clusterip", "-api=false", "-get", "http://"+echoSvc.Spec.ClusterIP+"/via-service")
 	if want := "body hello from echo path=/via-service\n"; !strings.Contains(out, want) {
 		t.Errorf("probe through the echo Service: output lacks %q:\n%s", want, out)
+	}
+	// The host reaches the ClusterIP too (kube-proxy's rules in the nat
+	// table's OUTPUT chain, masqueraded onto the bridge): that is how the
+	// apiserver, a host process, calls an admission webhook's Service.
+	hostGet := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hostGet.Get("http://" + echoSvc.Spec.ClusterIP + "/from-host")
+	if err != nil {
+		t.Errorf("the host through the echo Service's ClusterIP: %v", err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := "hello from echo path=/from-host\n"; string(body) != want {
+			t.Errorf("the host through the echo Service's ClusterIP: %s %q, want %q", resp.Status, body, want)
+		}
 	}
 
 	// The first kept working while the second waited.

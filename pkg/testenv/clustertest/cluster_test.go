@@ -343,3 +343,61 @@ func TestGarbageCollectorDeletesOwnedObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestImageVolumesMountImportedImagesReadOnly: a pod's image volumes
+// (volumes[].image, GA and locked on in Kubernetes 1.36; containerd 2.1+
+// mounts them through its CRI plugin, with no configuration) mount images
+// that were imported, never pulled, found by reference with pull policy Never
+// and IfNotPresent alike: the kubelet counts an image it did not pull as
+// preloaded and does not check pull credentials for it
+// (imagePullCredentialsVerificationPolicy NeverVerifyPreloadedImages). Each
+// volume shows the image's files, read-only; an image volume of the pod's own
+// container image works too.
+func TestImageVolumesMountImportedImagesReadOnly(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	pod := toolboxPod(ns, "volumes")
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "echo", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+			Reference: testimages.EchoRef, PullPolicy: corev1.PullNever}}},
+		{Name: "pause", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+			Reference: testimages.PauseRef, PullPolicy: corev1.PullIfNotPresent}}},
+		{Name: "self", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+			Reference: testimages.JVMAppRef, PullPolicy: corev1.PullNever}}},
+	}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
+		{Name: "echo", MountPath: "/vol/echo"},
+		{Name: "pause", MountPath: "/vol/pause", ReadOnly: true},
+		{Name: "self", MountPath: "/vol/self", ReadOnly: true},
+	}
+	// The kubelet starts no container before its image volumes are
+	// mounted: a pod whose volume it cannot mount never becomes Ready.
+	runPod(t, pod)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The toolbox image (Debian) has no /echoserver and no /pause: finding
+	// them proves the volumes hold the other images' files.
+	script := `head -c 4 /vol/echo/echoserver | od -An -c | tr -d ' '
+test -x /vol/pause/pause && echo pause-executable
+test -x /vol/self/bin/sh && echo self-has-sh
+if touch /vol/echo/written 2>/dev/null; then echo echo-writable; else echo echo-read-only; fi
+grep -E ' /vol/(echo|pause|self) ' /proc/mounts | awk '{print $2, substr($4, 1, 2)}' | sort`
+	stdout, stderr, err := exec(ctx, ns, "volumes", "toolbox", "sh", "-c", script)
+	if err != nil {
+		t.Fatalf("exec: %v (stderr %q)", err, stderr)
+	}
+	// /proc/mounts shows each volume read-only ("ro") even where the pod
+	// did not ask for readOnly (/vol/echo): the kubelet makes every image
+	// volume read-only.
+	want := `177ELF
+pause-executable
+self-has-sh
+echo-read-only
+/vol/echo ro
+/vol/pause ro
+/vol/self ro
+`
+	if stdout != want {
+		t.Fatalf("inside the pod:\n%s\nwant:\n%s(stderr %q)", stdout, want, stderr)
+	}
+}
