@@ -183,8 +183,12 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 		}
 	}
 	if len(left) > 0 && len(p.spec.Containers) > 0 {
+		why := "the warnings of the pod's creation say why"
+		if notes := webhookNotes(pod); notes != "" {
+			why = "it said: " + notes
+		}
 		p.atStartNotes = append(p.atStartNotes, fmt.Sprintf("pod %s: containers %s were not given the agent at start (the webhook left them alone; "+
-			"the warnings of the pod's creation say why) and are not attached", pod.Name, strings.Join(left, ", ")))
+			"%s) and are not attached", pod.Name, strings.Join(left, ", "), why))
 	}
 	if jvms > 0 && len(rec.Kept) > 0 {
 		p.ownAnnotations = append(p.ownAnnotations, fmt.Sprintf("%s (%s)", pod.Name, strings.Join(rec.Kept, ", ")))
@@ -241,13 +245,35 @@ func (r *Reconciler) recordAtStart(ctx context.Context, j *job, t task) {
 func notAtStartMessage(p *plan) string {
 	sort.Strings(p.notAtStart)
 	msg := fmt.Sprintf("%d selected containers run without the agent (%s): they were created before the exporter, while the operator's admission webhook "+
-		"was unavailable, or were left alone by it (the warnings of their creation say why); with spec.injection.mode AtStart they are never attached: "+
+		"was unavailable, or were left alone by it (then the pod's %s annotation says why); with spec.injection.mode AtStart they are never attached: "+
 		"they get the agent when their pods are next created (for example by a rollout: kubectl rollout restart), or use mode Both to attach them",
-		len(p.notAtStart), limitList(p.notAtStart, 10))
+		len(p.notAtStart), limitList(p.notAtStart, 10), atstart.AnnotationNotes)
+	if len(p.notAtStartWhy) > 0 {
+		sort.Strings(p.notAtStartWhy)
+		msg += "; the webhook left alone " + limitList(p.notAtStartWhy, 3)
+	}
 	if p.webhookErr != "" {
 		msg += "; " + p.webhookErr
 	}
 	return msg
+}
+
+// noteNotAtStart lists a selected container of pod that runs without the
+// agent under mode AtStart, with what the webhook said of the pod, if it
+// left it alone.
+func (p *plan) noteNotAtStart(pod *corev1.Pod, container string) {
+	p.notAtStart = append(p.notAtStart, pod.Name+"/"+container)
+	if notes := webhookNotes(pod); notes != "" {
+		p.notAtStartWhy = appendOnce(p.notAtStartWhy, fmt.Sprintf("pod %s (%s)", pod.Name, notes))
+	}
+}
+
+// webhookNotes is what the webhook said of a pod it left without the agent
+// (atstart.AnnotationNotes), on one line and short enough for a condition
+// message; "" when it said nothing.
+func webhookNotes(pod *corev1.Pod) string {
+	notes := strings.Join(strings.Fields(strings.ReplaceAll(pod.Annotations[atstart.AnnotationNotes], "\n", "; ")), " ")
+	return truncateMsg(notes, 300)
 }
 
 // atStartStaleMessage is the ConfigApplied message for agents given at start

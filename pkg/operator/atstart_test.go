@@ -38,6 +38,9 @@ type podSpec struct {
 	owner *metav1.OwnerReference
 	// notReady starts its container not ready.
 	notReady bool
+	// notes, when set, is what the webhook said of the pod it left alone
+	// (atstart.AnnotationNotes).
+	notes string
 }
 
 // createPod creates the pod with one container, app, and plays the kubelet:
@@ -52,6 +55,12 @@ func (c *cluster) createPod(t *testing.T, ns string, s podSpec, id string) *core
 			t.Fatal(err)
 		}
 		pod.Annotations = map[string]string{atstart.AnnotationInjected: string(b)}
+	}
+	if s.notes != "" {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[atstart.AnnotationNotes] = s.notes
 	}
 	if s.owner != nil {
 		pod.OwnerReferences = []metav1.OwnerReference{*s.owner}
@@ -217,6 +226,7 @@ func TestAtStartModeNeverAttachesAndReportsPodsWithoutTheAgent(t *testing.T) {
 	labels := map[string]string{"app": "orders"}
 	c.createPod(t, ns, podSpec{name: "old", labels: labels}, "containerd://o1")
 	c.createPod(t, ns, podSpec{name: "new", labels: labels, atStart: atStartRecord("orders")}, "containerd://n1")
+	c.createPod(t, ns, podSpec{name: "alone", labels: labels, notes: "container app sets JAVA_TOOL_OPTIONS from valueFrom; left alone, not injected"}, "containerd://l1")
 	s := &scripted{name: string(jmxv1alpha1.InjectionExec)} // EphemeralContainer is not enabled
 	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) { return loaded(r, ""), nil })
 	c.runOperator(t, ns, operator.Options{Resync: time.Second,
@@ -224,7 +234,9 @@ func TestAtStartModeNeverAttachesAndReportsPodsWithoutTheAgent(t *testing.T) {
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeAtStart, false))
 
 	ready := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionReady, metav1.ConditionFalse, jmxv1alpha1.ReasonNotInjectedAtStart)
-	for _, w := range []string{"old/app", "never attached", "rollout", "mode Both"} {
+	// The pod the webhook left alone is named with what it said.
+	for _, w := range []string{"old/app", "never attached", "rollout", "mode Both", "alone/app",
+		"the webhook left alone pod alone (container app sets JAVA_TOOL_OPTIONS from valueFrom; left alone, not injected)"} {
 		if !strings.Contains(ready.Message, w) {
 			t.Errorf("Ready message %q lacks %q", ready.Message, w)
 		}
@@ -236,8 +248,8 @@ func TestAtStartModeNeverAttachesAndReportsPodsWithoutTheAgent(t *testing.T) {
 	if e, ok := endpointOf(ex, "new"); !ok || e.InjectedBy != jmxv1alpha1.InjectedByAtStart {
 		t.Errorf("endpoint of the pod given the agent at start: %+v (found %v)", e, ok)
 	}
-	if _, ok := endpointOf(ex, "old"); ok || ex.Status.InjectedPods != 1 || ex.Status.MatchedPods != 2 {
-		t.Errorf("status %+v, want one injected pod of two and no endpoint of the old one", ex.Status)
+	if _, ok := endpointOf(ex, "old"); ok || ex.Status.InjectedPods != 1 || ex.Status.MatchedPods != 3 {
+		t.Errorf("status %+v, want one injected pod of three and no endpoint of the old one", ex.Status)
 	}
 	if d := findCond(ex, jmxv1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded %+v, want False: the strategy is not needed under AtStart", d)
@@ -249,8 +261,10 @@ func TestAtStartModeNeverAttachesAndReportsPodsWithoutTheAgent(t *testing.T) {
 		n := s.count(func(call) bool { return true })
 		return n == 0, fmt.Sprintf("%d calls: %+v", n, s.all())
 	})
-	if rec, _ := c.podRecord(t, ns, "old"); rec.Exporter != "" {
-		t.Errorf("the pod without the agent got a record %+v", rec)
+	for _, pod := range []string{"old", "alone"} {
+		if rec, _ := c.podRecord(t, ns, pod); rec.Exporter != "" {
+			t.Errorf("pod %s, without the agent, got a record %+v", pod, rec)
+		}
 	}
 }
 

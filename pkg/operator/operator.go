@@ -147,10 +147,11 @@ type Options struct {
 	// or atstart.DeliveryInitContainer, for clusters without image volumes.
 	AtStartDelivery atstart.Delivery
 	// NoWebhook says that the operator serves no admission webhook
-	// (--webhook=off), so no pod gets the agent at start: exporters with
-	// spec.injection.mode AtStart or Both get Degraded=True, reason
-	// WebhookDisabled, and restartOnRefusal evicts nothing (a recreated pod
-	// would come back without the agent, and be refused again).
+	// (--webhook=off, or its RBAC for the webhook is missing), so no pod
+	// gets the agent at start: exporters with spec.injection.mode AtStart
+	// or Both get Degraded=True, reason WebhookDisabled, and
+	// restartOnRefusal evicts nothing (a recreated pod would come back
+	// without the agent, and be refused again).
 	NoWebhook bool
 }
 

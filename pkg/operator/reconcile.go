@@ -264,6 +264,9 @@ type plan struct {
 	// notAtStart are the "pod/container" that mode AtStart leaves without
 	// the agent (never attached).
 	notAtStart []string
+	// notAtStartWhy are what the webhook said of those pods it left alone
+	// (atstart.AnnotationNotes), one "pod <name> (<notes>)" each.
+	notAtStartWhy []string
 	// webhookErr says why no pod gets the agent at start although the mode
 	// asks for it (the operator runs without its webhook).
 	webhookErr string
@@ -395,8 +398,8 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	}
 	p.agentReason, p.agentErr = r.checkAgent(ex.Spec.Agent)
 	if atStartMode(p.spec) && r.opts.NoWebhook {
-		p.webhookErr = fmt.Sprintf("spec.injection.mode is %s, but this operator runs without its admission webhook (--webhook=off, env WEBHOOK): "+
-			"no pod gets the agent at start", p.spec.Injection.Mode)
+		p.webhookErr = fmt.Sprintf("spec.injection.mode is %s, but this operator runs without its admission webhook (--webhook=off, env WEBHOOK, "+
+			"or its RBAC for the webhook is missing: the operator's log at start names the grant): no pod gets the agent at start", p.spec.Injection.Mode)
 		if p.spec.Injection.Mode == jmxv1alpha1.InjectionModeBoth {
 			p.webhookErr += "; new pods are attached like running ones"
 		}
@@ -826,7 +829,7 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 			j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: ok, retryFailure: true})
 		case ok && !c.settled() && !attach:
 			state = worse(state, podNotAtStart)
-			p.notAtStart = append(p.notAtStart, pod.Name+"/"+cs.Name)
+			p.noteNotAtStart(pod, cs.Name)
 		case ok && !c.settled():
 			// Only transient attempts so far.
 			state = worse(state, podPending)
@@ -871,7 +874,7 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 			}
 		case !attach:
 			state = worse(state, podNotAtStart)
-			p.notAtStart = append(p.notAtStart, pod.Name+"/"+cs.Name)
+			p.noteNotAtStart(pod, cs.Name)
 		default:
 			state = worse(state, podPending)
 			p.pending = append(p.pending, pod.Name+"/"+cs.Name)

@@ -35,6 +35,13 @@ import (
 const (
 	// AnnotationInjected is the pod annotation Mutate writes: a Record as JSON.
 	AnnotationInjected = "jmx.handlerkit.dev/injected-at-start"
+	// AnnotationNotes is the pod annotation the webhook writes when it leaves a pod it was asked to inject, or some
+	// of the pod's selected containers, without the agent: why, one note per line, at most MaxNotesLen bytes.
+	// The creation's warnings say the same, but only to whoever created the pod (often a controller); the
+	// operator quotes this annotation in the exporter's status.
+	AnnotationNotes = "jmx.handlerkit.dev/at-start-notes"
+	// MaxNotesLen bounds AnnotationNotes.
+	MaxNotesLen = 1024
 	// VolumeName is the pod volume that holds the agent jar.
 	VolumeName = "handlerkit-jmx-agent"
 	// MountPath is where VolumeName is mounted, read-only, in each injected container.
@@ -150,7 +157,8 @@ type Injected struct {
 
 // Result is what Mutate decided.
 type Result struct {
-	// Patch is the JSON patch for the admission response; empty when the pod is left as it is.
+	// Patch is the JSON patch for the admission response: empty when the pod is left as it is, and only
+	// AnnotationNotes when the pod was to be injected and is left without the agent.
 	Patch []Op
 	// Injected are the containers the patch injects, in the pod's order.
 	Injected []Injected
@@ -265,12 +273,14 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 	}
 	if pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows {
 		note("the pod runs on Windows; the agent is injected into Linux pods only")
+		res.Patch = NotesPatch(pod, res.Notes)
 		return res, nil
 	}
 	if c.Delivery == DeliveryInitContainer {
 		for _, ic := range pod.Spec.InitContainers {
 			if ic.Name == InitContainerName {
 				note("the pod already has an init container named %s; left as it is", InitContainerName)
+				res.Patch = NotesPatch(pod, res.Notes)
 				return res, nil
 			}
 		}
@@ -315,6 +325,10 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 		targets = append(targets, target{index: i, port: p})
 	}
 	if len(targets) == 0 {
+		if len(res.Notes) == 0 {
+			note("no container of the pod is selected by exporter %s", c.Exporter)
+		}
+		res.Patch = NotesPatch(pod, res.Notes)
 		return res, nil
 	}
 	if pod.Spec.HostNetwork {
@@ -337,11 +351,11 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 	// A list or map that is empty may be absent from the pod's JSON (omitempty): it is added whole, never
 	// appended to.
 
-	if len(pod.Annotations) == 0 {
-		add("/metadata/annotations", map[string]string{AnnotationInjected: string(recJSON)})
-	} else {
-		add("/metadata/annotations/"+escape(AnnotationInjected), string(recJSON))
+	annotations := map[string]string{AnnotationInjected: string(recJSON)}
+	if len(res.Notes) > 0 {
+		annotations[AnnotationNotes] = notesValue(res.Notes)
 	}
+	ops = append(ops, annotationOps(pod, annotations)...)
 	vol := volume(c)
 	if len(pod.Spec.Volumes) == 0 {
 		add("/spec/volumes", []corev1.Volume{vol})
@@ -390,6 +404,41 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 	}
 	res.Patch = ops
 	return res, nil
+}
+
+// NotesPatch is the patch that only annotates pod with notes (AnnotationNotes): for a pod the webhook leaves
+// without the agent. Nil without notes.
+func NotesPatch(pod *corev1.Pod, notes []string) []Op {
+	if len(notes) == 0 {
+		return nil
+	}
+	return annotationOps(pod, map[string]string{AnnotationNotes: notesValue(notes)})
+}
+
+// notesValue is AnnotationNotes' value: the notes, one per line, cut at MaxNotesLen.
+func notesValue(notes []string) string {
+	v := strings.Join(notes, "\n")
+	if len(v) > MaxNotesLen {
+		v = strings.ToValidUTF8(v[:MaxNotesLen-3], "") + "..."
+	}
+	return v
+}
+
+// annotationOps adds annotations to pod, in the order of their keys: the whole map when the pod has none.
+func annotationOps(pod *corev1.Pod, annotations map[string]string) []Op {
+	if len(pod.Annotations) == 0 {
+		return []Op{{Op: "add", Path: "/metadata/annotations", Value: annotations}}
+	}
+	keys := make([]string, 0, len(annotations))
+	for k := range annotations {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var ops []Op
+	for _, k := range keys {
+		ops = append(ops, Op{Op: "add", Path: "/metadata/annotations/" + escape(k), Value: annotations[k]})
+	}
+	return ops
 }
 
 // injectedBefore says why pod was injected before, or "".

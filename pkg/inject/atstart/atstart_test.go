@@ -7,6 +7,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
@@ -33,7 +34,7 @@ func newPod(cs ...corev1.Container) *corev1.Pod {
 }
 
 // apply applies res's patch to pod as the API server does and returns the result.
-func apply(t *testing.T, pod *corev1.Pod, res Result) *corev1.Pod {
+func apply(t testing.TB, pod *corev1.Pod, res Result) *corev1.Pod {
 	t.Helper()
 	doc, err := json.Marshal(pod)
 	if err != nil {
@@ -61,7 +62,28 @@ func apply(t *testing.T, pod *corev1.Pod, res Result) *corev1.Pod {
 	return &got
 }
 
-func mutate(t *testing.T, pod *corev1.Pod, in Input) (*corev1.Pod, Result) {
+// leftAlone checks that res leaves pod without the agent: its patch at most
+// annotates the pod with res's notes (AnnotationNotes), and changes nothing
+// else.
+func leftAlone(t *testing.T, pod *corev1.Pod, res Result) {
+	t.Helper()
+	if len(res.Injected) != 0 {
+		t.Errorf("injected %+v", res.Injected)
+	}
+	got := apply(t, pod, res)
+	want := pod.DeepCopy()
+	if len(res.Notes) > 0 {
+		if want.Annotations == nil {
+			want.Annotations = map[string]string{}
+		}
+		want.Annotations[AnnotationNotes] = strings.Join(res.Notes, "\n")
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("patch %+v changes more than the notes annotation", res.Patch)
+	}
+}
+
+func mutate(t testing.TB, pod *corev1.Pod, in Input) (*corev1.Pod, Result) {
 	t.Helper()
 	res, err := Mutate(pod, in)
 	if err != nil {
@@ -196,11 +218,13 @@ func TestMutateLeavesAValueFromJavaToolOptionsAlone(t *testing.T) {
 	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "container app sets JAVA_TOOL_OPTIONS from valueFrom; left alone, not injected") {
 		t.Errorf("notes = %q", res.Notes)
 	}
-	// Alone in its pod: no patch at all.
-	res, err := Mutate(newPod(pod.Spec.Containers[0]), testInput())
-	if err != nil || len(res.Patch) != 0 || len(res.Notes) != 1 {
-		t.Errorf("Mutate = %+v, %v; want no patch and a note", res, err)
+	// Alone in its pod: nothing but the note, in the pod's annotation.
+	alone := newPod(pod.Spec.Containers[0])
+	res, err := Mutate(alone, testInput())
+	if err != nil || len(res.Notes) != 1 {
+		t.Fatalf("Mutate = %+v, %v; want a note", res, err)
 	}
+	leftAlone(t, alone, res)
 }
 
 func TestMutateEnvFromThatMaySetJavaToolOptions(t *testing.T) {
@@ -224,7 +248,8 @@ func TestMutateEnvFromThatMaySetJavaToolOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := container("app", tc.env...)
 			c.EnvFrom = tc.envFrom
-			res, err := Mutate(newPod(c), testInput())
+			pod := newPod(c)
+			res, err := Mutate(pod, testInput())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,8 +259,8 @@ func TestMutateEnvFromThatMaySetJavaToolOptions(t *testing.T) {
 			if tc.note != "" && (len(res.Notes) != 1 || !strings.Contains(res.Notes[0], tc.note)) {
 				t.Errorf("notes = %q, want one with %q", res.Notes, tc.note)
 			}
-			if !tc.injected && len(res.Patch) != 0 {
-				t.Errorf("patch for a container left alone: %+v", res.Patch)
+			if !tc.injected {
+				leftAlone(t, pod, res)
 			}
 		})
 	}
@@ -398,9 +423,7 @@ func TestMutateLeavesOddPodsAndContainersAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(res.Patch) != 0 || len(res.Injected) != 0 {
-				t.Errorf("patch = %+v", res.Patch)
-			}
+			leftAlone(t, tc.pod, res)
 			if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], tc.note) {
 				t.Errorf("notes = %q, want %q", res.Notes, tc.note)
 			}

@@ -47,16 +47,14 @@ func Handler(choose Chooser) func(ctx context.Context, req *admissionv1.Admissio
 		}
 		in, ok, err := choose(ctx, &pod)
 		if err != nil {
-			resp.Warnings = warnings([]string{"not injected at start: " + err.Error()})
-			return resp
+			return withNotes(resp, &pod, []string{"not injected at start: " + err.Error()})
 		}
 		if !ok {
 			return resp
 		}
 		res, err := Mutate(&pod, in)
 		if err != nil {
-			resp.Warnings = warnings([]string{fmt.Sprintf("not injected at start by exporter %s: %v", in.Exporter, err)})
-			return resp
+			return withNotes(resp, &pod, []string{fmt.Sprintf("not injected at start by exporter %s: %v", in.Exporter, err)})
 		}
 		resp.Warnings = warnings(res.Notes)
 		patch, err := res.PatchJSON()
@@ -67,6 +65,17 @@ func Handler(choose Chooser) func(ctx context.Context, req *admissionv1.Admissio
 		resp.Patch, resp.PatchType = patch, &pt
 		return resp
 	}
+}
+
+// withNotes makes resp warn of notes and annotate the pod with them (AnnotationNotes), so that the operator can
+// say in the exporter's status why the pod has no agent.
+func withNotes(resp *admissionv1.AdmissionResponse, pod *corev1.Pod, notes []string) *admissionv1.AdmissionResponse {
+	resp.Warnings = warnings(notes)
+	if patch, err := (Result{Patch: NotesPatch(pod, notes)}).PatchJSON(); err == nil && patch != nil {
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = patch, &pt
+	}
+	return resp
 }
 
 func warnings(notes []string) []string {

@@ -11,6 +11,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -118,9 +119,48 @@ func TestHandlerAlwaysAdmits(t *testing.T) {
 		}, "handlerkit: container app sets JAVA_TOOL_OPTIONS from valueFrom"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := Handler(tc.choose)(context.Background(), tc.req(t))
-			if !resp.Allowed || resp.UID != "uid-1" || resp.Patch != nil || resp.PatchType != nil {
-				t.Errorf("response = %+v, want allowed without a patch", resp)
+			req := tc.req(t)
+			resp := Handler(tc.choose)(context.Background(), req)
+			if !resp.Allowed || resp.UID != "uid-1" {
+				t.Errorf("response = %+v, want allowed", resp)
+			}
+			// A pod that an exporter wanted and that is left without the
+			// agent is annotated with why (the warning's words); any other
+			// pod is left exactly as it is.
+			wantNotes := tc.warning != "" && req.Kind.Kind == "Pod" && json.Valid(req.Object.Raw)
+			switch {
+			case !wantNotes && (resp.Patch != nil || resp.PatchType != nil):
+				t.Errorf("response = %+v, want no patch", resp)
+			case wantNotes:
+				if resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
+					t.Fatalf("patch type = %v, want JSONPatch", resp.PatchType)
+				}
+				patch, err := jsonpatch.DecodePatch(resp.Patch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := patch.Apply(req.Object.Raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got, want corev1.Pod
+				if err := json.Unmarshal(out, &got); err != nil {
+					t.Fatal(err)
+				}
+				if err := json.Unmarshal(req.Object.Raw, &want); err != nil {
+					t.Fatal(err)
+				}
+				notes := got.Annotations[AnnotationNotes]
+				if !strings.HasPrefix("handlerkit: "+notes, tc.warning) {
+					t.Errorf("annotation %s = %q, want the warning %q", AnnotationNotes, notes, tc.warning)
+				}
+				delete(got.Annotations, AnnotationNotes)
+				if len(got.Annotations) == 0 {
+					got.Annotations = nil
+				}
+				if !equality.Semantic.DeepEqual(got, want) {
+					t.Errorf("the patch changes more than the notes annotation: %s", resp.Patch)
+				}
 			}
 			if tc.warning == "" && len(resp.Warnings) != 0 || tc.warning != "" && (len(resp.Warnings) != 1 || !strings.HasPrefix(resp.Warnings[0], tc.warning)) {
 				t.Errorf("warnings = %q, want %q", resp.Warnings, tc.warning)
