@@ -101,20 +101,27 @@ func TestCtrlCOnMakeDemoIsACleanStop(t *testing.T) {
 		})
 	})
 
-	t.Run("SIGINT to the session without a terminal", func(t *testing.T) {
+	// withoutTerminal starts make demo in a session of its own without a
+	// terminal, its output on a pipe, as a CI job or a service manager
+	// runs it.
+	withoutTerminal := func(t *testing.T) (*exec.Cmd, *os.File) {
 		cmd := makeDemo(t)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		pr, pw, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer pr.Close()
+		t.Cleanup(func() { pr.Close() })
 		cmd.Stdout, cmd.Stderr = pw, pw
 		err = cmd.Start()
 		pw.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
+		return cmd, pr
+	}
+	t.Run("SIGINT to the session without a terminal", func(t *testing.T) {
+		cmd, pr := withoutTerminal(t)
 		sigint := func(*output) error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
 		stopDemo(t, cmd, pr, sigint, false)
 	})
@@ -128,19 +135,7 @@ func TestCtrlCOnMakeDemoIsACleanStop(t *testing.T) {
 	// for it: the demo, which stops in milliseconds, must still run 2 s
 	// later, and end once make is continued and takes the signal.
 	t.Run("SIGINT to the session while make is not running", func(t *testing.T) {
-		cmd := makeDemo(t)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pr.Close()
-		cmd.Stdout, cmd.Stderr = pw, pw
-		err = cmd.Start()
-		pw.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		cmd, pr := withoutTerminal(t)
 		mk := cmd.Process.Pid
 		defer func() { _ = syscall.Kill(mk, syscall.SIGCONT) }()
 		stopDemo(t, cmd, pr, func(out *output) error {

@@ -51,7 +51,7 @@ var (
 	appErr  error
 )
 
-func agentJar(t *testing.T) string {
+func agentJar(t testing.TB) string {
 	t.Helper()
 	jarOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -73,7 +73,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func sampleApp(t *testing.T) jvmtest.App {
+func sampleApp(t testing.TB) jvmtest.App {
 	t.Helper()
 	appOnce.Do(func() {
 		appDir, appErr = os.MkdirTemp("", "atstart-sample-")
@@ -96,7 +96,7 @@ const (
 )
 
 // jdks returns JDK 17 and JDK 25, skipping the test for one that is missing.
-func jdks(t *testing.T) []jdk {
+func jdks(t testing.TB) []jdk {
 	t.Helper()
 	var out []jdk
 	for _, j := range []jdk{{"jdk17", jdk17Java}, {"jdk25", jdk25Java}} {
@@ -112,7 +112,7 @@ func jdks(t *testing.T) []jdk {
 	return out
 }
 
-func port(t *testing.T) int32 {
+func port(t testing.TB) int32 {
 	t.Helper()
 	p, err := freeport.Loopback()
 	if err != nil {
@@ -124,7 +124,7 @@ func port(t *testing.T) int32 {
 // injectedEnv mutates a pod whose container "app" has userEnv and returns that container's environment as the
 // mutated pod gives it (KEY=VALUE), with the jar's path inside the container mapped to the production jar here,
 // as the kubelet's volume would map it.
-func injectedEnv(t *testing.T, userEnv []corev1.EnvVar, config string, p int32) []string {
+func injectedEnv(t testing.TB, userEnv []corev1.EnvVar, config string, p int32) []string {
 	t.Helper()
 	in := testInput()
 	in.Port, in.Config = p, []byte(config)
@@ -157,14 +157,14 @@ func setEnv(env []string, name, value string) []string {
 	return out
 }
 
-func startJVM(t *testing.T, java string, env []string) *jvmtest.JVM {
+func startJVM(t testing.TB, java string, env []string) *jvmtest.JVM {
 	t.Helper()
 	return jvmtest.StartJVM(t, jvmtest.Options{App: sampleApp(t), Java: java, JVMArgs: []string{"-Xmx64m"}, Env: env,
 		ReadyTimeout: 2 * time.Minute})
 }
 
 // agentLines waits (up to a minute) until out holds at least n lines of the agent and returns them all.
-func agentLines(t *testing.T, out func() string, n int) []string {
+func agentLines(t testing.TB, out func() string, n int) []string {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -475,32 +475,45 @@ func TestAtStartMissingJarStopsTheJVM(t *testing.T) {
 	t.Logf("exit %v:\n%s", err, out)
 }
 
-// What the agent at start costs a JVM's start: the time from exec to the application's first line (the agent's
-// premain runs before main), with and without the agent, alternately, three times on each JDK. Logged for
-// docs/atstart.md's figures; it asserts only that both starts work.
-func TestAtStartStartupCost(t *testing.T) {
-	for _, j := range jdks(t) {
-		t.Run(j.name, func(t *testing.T) {
+// BenchmarkAtStartStartupCost: what the agent at start costs a JVM's start, the time from exec to the
+// application's first line (the agent's premain runs before main), with and without the agent, alternately, on
+// each JDK. Reported as ms-without and ms-with (means over b.N) for docs/atstart.md's figures:
+//
+//	go test -run '^$' -bench AtStartStartupCost -benchtime 3x ./pkg/inject/atstart/
+func BenchmarkAtStartStartupCost(b *testing.B) {
+	for _, j := range jdks(b) {
+		b.Run(j.name, func(b *testing.B) {
 			var with, without []time.Duration
-			for range 3 {
+			for range b.N {
 				start := time.Now()
-				plain := startJVM(t, j.java, nil)
+				plain := startJVM(b, j.java, nil)
 				without = append(without, time.Since(start))
 				_ = plain.Stop()
 
-				p := port(t)
-				env := injectedEnv(t, nil, jvmConfig, p)
+				p := port(b)
+				env := injectedEnv(b, nil, jvmConfig, p)
 				start = time.Now()
-				injected := startJVM(t, j.java, env)
+				injected := startJVM(b, j.java, env)
 				with = append(with, time.Since(start))
-				if lines := agentLines(t, injected.Output, 1); len(lines) != 1 || !strings.Contains(lines[0], "serving on") {
-					t.Fatalf("agent lines = %q", lines)
+				if lines := agentLines(b, injected.Output, 1); len(lines) != 1 || !strings.Contains(lines[0], "serving on") {
+					b.Fatalf("agent lines = %q", lines)
 				}
 				_ = injected.Stop()
 			}
-			t.Logf("%s: exec to the application's first line: without the agent %v, with it %v", j.name, round(without), round(with))
+			b.ReportMetric(meanMS(without), "ms-without")
+			b.ReportMetric(meanMS(with), "ms-with")
+			b.Logf("%s: exec to the application's first line: without the agent %v, with it %v", j.name, round(without), round(with))
 		})
 	}
+}
+
+// meanMS is the mean of ds in milliseconds.
+func meanMS(ds []time.Duration) float64 {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return float64(sum.Milliseconds()) / float64(len(ds))
 }
 
 func round(ds []time.Duration) []time.Duration {
