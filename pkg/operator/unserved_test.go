@@ -190,6 +190,9 @@ func TestExportersOfUnservedNamespacesSayNotServed(t *testing.T) {
 	if len(ex.Finalizers) != 0 {
 		t.Errorf("finalizers on an unserved exporter: %v", ex.Finalizers)
 	}
+	// The status is stored before the writer's client has its answer (and
+	// counts the write): wait for the count, then check it is exact.
+	waitFor(t, func() bool { return writes.count["lonely"].Load() >= 1 })
 	if n := writes.count["lonely"].Load(); n != 1 {
 		t.Errorf("%d status writes, want 1", n)
 	}
@@ -215,6 +218,7 @@ func TestExportersOfUnservedNamespacesSayNotServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return notServed(get(other, "lonely")) })
+	waitFor(t, func() bool { return writes.count["lonely"].Load() >= 2 })
 	if n := writes.count["lonely"].Load(); n != 2 {
 		t.Errorf("%d status writes after a new generation, want 2", n)
 	}
