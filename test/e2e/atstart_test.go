@@ -697,3 +697,39 @@ func creationToScrape(ns, pod string, created time.Time, timeout time.Duration) 
 	}
 	return scraped.Sub(created), scraped.Sub(started), nil
 }
+
+// TestAtStartThroughAnInitContainer: with --at-start-delivery=init-container
+// (for clusters without image volumes) the jar reaches the pod through an
+// init container of the agent image, which copies it (jmx-attach
+// copy-agent) into an emptyDir; the JVM starts with the agent and serves
+// from its start, and no attach is attempted.
+func TestAtStartThroughAnInitContainer(t *testing.T) {
+	t.Parallel()
+	op := deployAtStartOperator(t, "e2e-atstart-init", withArgs("--at-start-delivery=init-container"))
+	labels := map[string]string{"app": "initcopy"}
+	createExporter(t, op.ns, exporter("initcopy", labels, withMode(jmxv1alpha1.InjectionModeAtStart)))
+	waitWebhookInjects(t, op.ns, labels, "initcopy")
+	createPod(t, op.ns, jvmPod("initcopy", labels, testimages.JVMAppRef))
+	pod, _ := servedFromStart(t, op.ns, "initcopy", "initcopy", 2*time.Second)
+	if rec := atStartRecord(t, pod); rec.Delivery != atstart.DeliveryInitContainer {
+		t.Errorf("record %+v, want delivery %s", rec, atstart.DeliveryInitContainer)
+	}
+	var vol *corev1.Volume
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == atstart.VolumeName {
+			vol = &pod.Spec.Volumes[i]
+		}
+	}
+	if vol == nil || vol.EmptyDir == nil || vol.Image != nil {
+		t.Errorf("volume %s = %+v, want an emptyDir", atstart.VolumeName, vol)
+	}
+	copied := false
+	for _, s := range pod.Status.InitContainerStatuses {
+		if s.Name == atstart.InitContainerName && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 {
+			copied = true
+		}
+	}
+	if !copied {
+		t.Errorf("init container statuses %+v, want %s ended with exit status 0", pod.Status.InitContainerStatuses, atstart.InitContainerName)
+	}
+}
