@@ -282,22 +282,12 @@ func servedFromStart(t *testing.T, ns, exporterName, podName string, hold time.D
 func TestAtStart(t *testing.T) {
 	t.Parallel()
 	op := deployAtStartOperator(t, "e2e-atstart")
-	t.Run("AttachRefusedThenARolloutServesFromStart", func(t *testing.T) {
-		t.Parallel()
-		attachRefusedThenRollout(t, op.ns)
-	})
-	t.Run("RestartOnRefusalEvictsThePodAndItsReplacementServesFromStart", func(t *testing.T) {
-		t.Parallel()
-		restartOnRefusal(t, op.ns)
-	})
-	t.Run("TheContainersJavaToolOptionsAndTheAgentBothApply", func(t *testing.T) {
-		t.Parallel()
-		usersOptionsKept(t, op.ns)
-	})
-	t.Run("JDK25WarnsOfADynamicLoadButNotOfTheAgentAtStart", func(t *testing.T) {
-		t.Parallel()
-		noDynamicLoadWarning(t, op.ns)
-	})
+	runTogether(t,
+		subtest{"AttachRefusedThenARolloutServesFromStart", func(t *testing.T) { attachRefusedThenRollout(t, op.ns) }},
+		subtest{"RestartOnRefusalEvictsThePodAndItsReplacementServesFromStart", func(t *testing.T) { restartOnRefusal(t, op.ns) }},
+		subtest{"TheContainersJavaToolOptionsAndTheAgentBothApply", func(t *testing.T) { usersOptionsKept(t, op.ns) }},
+		subtest{"JDK25WarnsOfADynamicLoadButNotOfTheAgentAtStart", func(t *testing.T) { noDynamicLoadWarning(t, op.ns) }},
+	)
 }
 
 // attachRefusedThenRollout: a JVM started with -XX:+DisableAttachMechanism

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -97,22 +98,24 @@ func setConfigMap(t *testing.T, ns, name, cm string) int64 {
 
 // TestCorpusThroughTheOperator runs the corpus of bad and unsupported configs
 // (jvmtest.Corpus, which cmd/jmx-attach's TestCorpusOfBadConfigsNeverHarmsAJVM
-// runs through jmx-attach) through the operator on the real node, against a
-// JDK 17 JVM pod and a Temurin 25 JVM pod at once, each with an exporter of
-// its own. Each case is a ConfigMap of its own that the exporter is pointed
-// at (a new generation, so that the status that answers it is told apart):
-// the exporter reports ConfigValid=False with a non-empty message and a named
-// reason, either from the Go prefilter ("no agent was touched": no agent line,
-// no ephemeral container) or from the agent (status.rejectedConfig for that
-// config's sha256, one more ephemeral container and one more agent line
-// "refused: <a reason the case allows>"); and after each the JVM is the one
-// that started, never restarted, and answers a SIGQUIT with a thread dump.
-// The size case does not fit a ConfigMap (the apiserver's 1 MiB limit, which
-// refuses it); its cut to one byte over the operator's own limit
-// (inject.MaxConfigBytes) is run instead, and must give ConfigTooLarge. A
-// valid config then makes each JVM serve (the endpoint in the status, /metrics
-// scraped, exactly one serving agent line). Last, each JVM is ended
-// (SIGTERM) and the alive check is shown to fail on it.
+// runs through jmx-attach) through the operator on the real node, against
+// JDK 17 and Temurin 25 JVM pods at once: two pods of each JDK, each with an
+// exporter of its own and half of the cases. Each case is a ConfigMap of its
+// own that the exporter is pointed at (a new generation, so that the status
+// that answers it is told apart): the exporter reports ConfigValid=False
+// with a non-empty message and a named reason, either from the Go prefilter
+// ("no agent was touched": no agent line, no ephemeral container) or from
+// the agent (status.rejectedConfig for that config's sha256, one more
+// ephemeral container and one more agent line "refused: <a reason the case
+// allows>"); and after each the JVM is the one that started, never
+// restarted, and answers a SIGQUIT with a thread dump. The size case does
+// not fit a ConfigMap (the apiserver's 1 MiB limit, which refuses it); its
+// cut to one byte over the operator's own limit (inject.MaxConfigBytes) is
+// run instead, and must give ConfigTooLarge. On each JDK, some case must
+// reach the agent. A valid config then makes the first pod of each JDK serve
+// (the endpoint in the status, /metrics scraped, exactly one serving agent
+// line). Last, that JVM is ended (SIGTERM) and the alive check is shown to
+// fail on it.
 func TestCorpusThroughTheOperator(t *testing.T) {
 	t.Parallel()
 	needImage(t, testimages.Temurin25JVMRef, testimages.BuildTemurin25JVM)
@@ -131,22 +134,42 @@ func TestCorpusThroughTheOperator(t *testing.T) {
 		{"jdk17", testimages.JVMAppRef, testimages.JavaHome + "/bin/java"},
 		{"temurin25", testimages.Temurin25JVMRef, testimages.Temurin25Home + "/bin/java"},
 	}
+	// Each JDK runs the corpus on two pods at once, the even cases on one
+	// and the odd ones on the other (each pod with an exporter of its own),
+	// so that the longest test of the suite takes half as long; the valid
+	// config and the end of the JVM run on the first pod of each.
+	var subtests []subtest
+	var mu sync.Mutex
+	byAgent := map[string]int{}
 	for _, jdk := range jdks {
-		createPod(t, ns, jvmPod(jdk.name, map[string]string{"app": jdk.name}, jdk.image))
-	}
-	t.Run("jdks", func(t *testing.T) {
-		for _, jdk := range jdks {
-			t.Run(jdk.name, func(t *testing.T) {
-				t.Parallel()
-				corpusThroughTheOperator(t, ns, jdk.name, jdk.java, corpus)
-			})
+		for half, suffix := range []string{"even", "odd"} {
+			name := jdk.name + "-" + suffix
+			var cases []int
+			for i := half; i < len(corpus); i += 2 {
+				cases = append(cases, i)
+			}
+			createPod(t, ns, jvmPod(name, map[string]string{"app": name}, jdk.image))
+			subtests = append(subtests, subtest{name, func(t *testing.T) {
+				n := corpusThroughTheOperator(t, ns, name, jdk.java, corpus, cases, half == 0)
+				mu.Lock()
+				byAgent[jdk.name] += n
+				mu.Unlock()
+			}})
 		}
-	})
+	}
+	runTogether(t, subtests...)
+	for _, jdk := range jdks {
+		if byAgent[jdk.name] == 0 {
+			t.Errorf("%s: no case reached the agent: the JVM side of the corpus was not run", jdk.name)
+		}
+	}
 }
 
 // corpusThroughTheOperator is TestCorpusThroughTheOperator for one JVM pod,
-// name, whose JVM is java.
-func corpusThroughTheOperator(t *testing.T, ns, name, java string, corpus []jvmtest.CorpusCase) {
+// name, whose JVM is java, and the cases of corpus at the indexes cases; it
+// returns how many of them the agent refused. With last, it then gives the
+// JVM a valid config and ends it.
+func corpusThroughTheOperator(t *testing.T, ns, name, java string, corpus []jvmtest.CorpusCase, cases []int, last bool) int {
 	start := time.Now()
 	ctx := t.Context()
 	pod := waitRunning(t, ns, name)
@@ -166,7 +189,8 @@ func corpusThroughTheOperator(t *testing.T, ns, name, java string, corpus []jvmt
 	loads, ephemeral := 0, 0
 	byPrefilter, byAgent := []string{}, []string{}
 	reasons := map[string]int{}
-	for i, tc := range corpus {
+	for k, i := range cases {
+		tc := corpus[i]
 		config := tc.Config
 		cmName := fmt.Sprintf("%s-case-%02d", name, i)
 		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, corpusConfigMap(cmName, config), metav1.CreateOptions{}); err != nil {
@@ -182,7 +206,7 @@ func corpusThroughTheOperator(t *testing.T, ns, name, java string, corpus []jvmt
 			}
 		}
 		var gen int64
-		if i == 0 {
+		if k == 0 {
 			createExporter(t, ns, exporter(name, map[string]string{"app": name}, withConfig(cmName)))
 			gen = getExporter(t, ns, name).Generation
 		} else {
@@ -251,9 +275,9 @@ func corpusThroughTheOperator(t *testing.T, ns, name, java string, corpus []jvmt
 		answers(tc.Name)
 	}
 	t.Logf("%s: %d cases in %s: %d refused by the Go prefilter before any attach (%s), %d by the agent in the JVM; reasons %v",
-		name, len(corpus), time.Since(start).Round(time.Second), len(byPrefilter), strings.Join(byPrefilter, ", "), len(byAgent), reasons)
-	if len(byAgent) == 0 {
-		t.Error("no case reached the agent: the JVM side of the corpus was not run")
+		name, len(cases), time.Since(start).Round(time.Second), len(byPrefilter), strings.Join(byPrefilter, ", "), len(byAgent), reasons)
+	if !last {
+		return len(byAgent)
 	}
 
 	// A valid config: the JVM serves.
@@ -289,4 +313,5 @@ func corpusThroughTheOperator(t *testing.T, ns, name, java string, corpus []jvmt
 	} else {
 		t.Logf("the alive check on the ended JVM fails, as it must: %v", err)
 	}
+	return len(byAgent)
 }

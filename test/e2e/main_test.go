@@ -187,6 +187,32 @@ func run(m *testing.M) int {
 	return code
 }
 
+// subtest is one of the subtests runTogether runs.
+type subtest struct {
+	name string
+	run  func(t *testing.T)
+}
+
+// runTogether runs subtests all at once, each in a goroutine of its own, and
+// returns when all have ended. They share t's place among the -parallel
+// tests: a subtest that called t.Parallel would instead queue for a place of
+// its own once t's function returned, behind every top-level test that had
+// not started yet, and the longest subtests (the corpus) would start last.
+// t.Run may be called from several goroutines at once; each subtest still
+// fails, logs and cleans up on its own.
+func runTogether(t *testing.T, subtests ...subtest) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, s := range subtests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(s.name, s.run)
+		}()
+	}
+	wg.Wait()
+}
+
 // defaultParallel is how many tests run at once unless -parallel says
 // otherwise: enough that the tests' waits overlap, few enough that the
 // pods of the tests running beside TestFiftyPods stay well under the node's

@@ -99,8 +99,7 @@ func installMirrored(t *testing.T, ns string, objs []*unstructured.Unstructured)
 func TestMirroredInstallRunsTheMirroredAgentImage(t *testing.T) {
 	t.Parallel()
 	loadMirrorAgent(t)
-	t.Run("kustomize", func(t *testing.T) {
-		t.Parallel()
+	runTogether(t, subtest{"kustomize", func(t *testing.T) {
 		ns := newNamespace(t, "e2e-mirror-kustomize", nil)
 		dir := t.TempDir()
 		rel, err := filepath.Rel(dir, filepath.Join(repoRoot, "deploy", "operator"))
@@ -117,13 +116,11 @@ func TestMirroredInstallRunsTheMirroredAgentImage(t *testing.T) {
 			t.Fatal(err)
 		}
 		installMirrored(t, ns, objs)
-	})
-	t.Run("helm", func(t *testing.T) {
-		t.Parallel()
+	}}, subtest{"helm", func(t *testing.T) {
 		ns := newNamespace(t, "e2e-mirror-helm", nil)
 		objs := renderChart(t, ns, fmt.Sprintf("image:\n  repository: %s\n  tag: %s\nreplicas: 1\n", mirrorRepository, mirrorTag))
 		installMirrored(t, ns, objs)
-	})
+	}})
 }
 
 // renderChart renders charts/prometheus-jmx-exporter-operator for namespace
