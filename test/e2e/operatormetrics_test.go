@@ -180,6 +180,15 @@ func TestOperatorMetricsThroughTheMetricsService(t *testing.T) {
 		t.Errorf("leader_election_master_status %v, want 1 from the leader %s and 0 from the stand-by", status, lead)
 	}
 
+	// The dashboard's JVM panels need the JVM's series: wait until
+	// Prometheus has scraped the agent through the PodMonitor (its first
+	// answer can take seconds on a loaded node, and nothing above waited
+	// for that target).
+	waitFor(t, 3*time.Minute, "the JVM scraped through the exporter's PodMonitor", func() (bool, string) {
+		up := query(t, srv, fmt.Sprintf(`up{namespace=%q, pod="jvm"} == 1`, ns))
+		info := query(t, srv, fmt.Sprintf(`jvm_runtime_info{namespace=%q, pod="jvm"}`, ns))
+		return len(up) == 1 && len(info) == 1, fmt.Sprintf("up %s, jvm_runtime_info %s", describeSamples(up), describeSamples(info))
+	})
 	checkDashboard(t, srv)
 }
 
