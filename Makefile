@@ -10,15 +10,19 @@ PKGS      ?= ./...
 # -trimpath keeps the checkout's path out of what the compiler produces, so
 # that a fresh clone elsewhere (CI's) reuses the build cache of an earlier one
 # instead of compiling every package of the repository again.
-TESTFLAGS ?= -race -trimpath -count=1 -timeout 40m
+# -ldflags=-w: go test links every test binary again on each run, and
+# without DWARF (which only a debugger reads; stack traces and the race
+# detector's reports use the symbol table) a link takes about a fifth less.
+TESTFLAGS ?= -race -trimpath -ldflags=-w -count=1 -timeout 40m
 # The modules of their own that `make test` also tests (in the second lane).
 MODULES   ?= $(if $(filter ./...,$(PKGS)),test/monitoring test/helm bench)
 # The packages whose tests start a cluster-mode node (testenv.WithNode or
 # WithServiceProxy). They take turns on the machine-wide node lock, so `make
-# test` runs them one after another in a lane of their own (the node lane)
-# beside every other package (the rest lane). test/e2e comes last: it runs the
-# Prometheus server, which builds (test-late) while the first node packages
-# run.
+# test` runs them in a lane of their own (the node lane) beside every other
+# package (the rest lane): the first alone, the others two at a time, so that
+# one builds its images while the other holds the node (hack/test-lanes.sh).
+# test/e2e comes last: it runs the Prometheus server, which builds
+# (test-late) while the first node packages run.
 # TestNodePackagesAreListed (hack/lanes_test.go) fails when this list is not
 # exactly the packages whose tests start a node.
 NODE_PKGS := ./pkg/testenv ./pkg/testenv/clustertest ./examples/memcached-operator/e2e ./test/e2e
