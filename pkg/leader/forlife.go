@@ -173,8 +173,13 @@ func (f *ForLife) Lead(ctx context.Context) (context.Context, error) {
 // startTerm records a new term holding the lock lockUID ("" outside a cluster) and starts its goroutines: the
 // lock guard and the labeler. The returned context ends when the lock is lost or the term ends.
 func (f *ForLife) startTerm(ctx context.Context, lockUID types.UID, log logrus.FieldLogger) (context.Context, *forLifeTerm) {
-	termCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	leadCtx, lose := context.WithCancel(termCtx)
+	termCtx, stopTerm := context.WithCancel(context.WithoutCancel(ctx))
+	leadCtx, cancelLead := context.WithCancel(termCtx)
+	// The status goes to 0 before the leadership context ends, not after
+	// the term's goroutines have returned: whoever sees the handlers'
+	// context end (a handler, a test, a scrape after it) never reads 1.
+	lose := func() { f.status.set(false); cancelLead() }
+	stop := func() { f.status.set(false); stopTerm() }
 	t := &forLifeTerm{lockUID: lockUID, stop: stop, done: make(chan struct{})}
 	t.confirmed.Store(time.Now().UnixNano())
 	f.mu.Lock()

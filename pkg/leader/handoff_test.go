@@ -55,6 +55,9 @@ type stuckHandler struct {
 	mu       sync.Mutex
 	cancelAt time.Time
 	returnAt time.Time
+	// onCancel, when set (under mu), runs in the handler at the moment its
+	// context ends.
+	onCancel func()
 }
 
 func newStuckHandler() *stuckHandler {
@@ -72,7 +75,11 @@ func (h *stuckHandler) Handle(ctx context.Context, e sdk.Event) error {
 		case <-done:
 			h.mu.Lock()
 			h.cancelAt = time.Now()
+			onCancel := h.onCancel
 			h.mu.Unlock()
+			if onCancel != nil {
+				onCancel()
+			}
 			done = nil
 		case <-h.release:
 			h.mu.Lock()
@@ -275,6 +282,14 @@ func TestLeadershipLossCancelsHandlersAtOnce(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			ns := newNamespace(t)
 			a, stuck, _, _ := startPair(t, m, ns, time.Minute, nil)
+			// What op-a's registry says at the moment its handler's context
+			// ends: the status must be 0 by then (it was set only once
+			// the term's goroutines had returned, and a check made just
+			// after the cancellation read 1 under load).
+			statusAtCancel := make(chan string, 1)
+			stuck.mu.Lock()
+			stuck.onCancel = func() { statusAtCancel <- a.gatheredStatus(m.lock) }
+			stuck.mu.Unlock()
 
 			lostAt := loseLeadership(t, m, ns)
 			// The lease mode notices at the renew deadline (1.5s here), leader-for-life at the lock's delete event.
@@ -284,6 +299,9 @@ func TestLeadershipLossCancelsHandlersAtOnce(t *testing.T) {
 			})
 			cancelAt, _ := stuck.times()
 			t.Logf("leadership taken away -> handler context cancelled: %s", cancelAt.Sub(lostAt))
+			if got := <-statusAtCancel; got != "0" {
+				t.Errorf("op-a's leader_election_master_status when its handler's context ended: %q, want 0", got)
+			}
 			if a.op.Ready() == nil && a.scrapedStatus(t, m.lock) == "1" {
 				t.Error("op-a still reports itself as the leader after losing leadership")
 			}

@@ -181,17 +181,26 @@ func (l *Lease) Lead(ctx context.Context) (context.Context, error) {
 	} else {
 		close(labelerDone)
 	}
+	// client-go ends leading when the lease is lost or the election stops;
+	// the handlers get a context of their own that ends only once the
+	// status says 0, so that whoever sees them stopped never reads 1.
+	handlers, endHandlers := context.WithCancel(context.WithoutCancel(leading))
+	context.AfterFunc(leading, func() {
+		l.status.set(false)
+		endHandlers()
+	})
 	go func() {
 		defer close(t.done)
 		<-elected
 		<-labelerDone
+		<-handlers.Done()
 		l.status.set(false)
 		if !t.released.Load() {
 			log.Warn("leader: lost the lease")
 		}
 		l.removeOwnLabel(log)
 	}()
-	return leading, nil
+	return handlers, nil
 }
 
 // Release stops renewing the lease and, once the election has stopped, gives the lease up so that a stand-by can

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,29 @@ func (r *operatorReplica) scrapedStatus(t *testing.T, name string) string {
 		}
 	}
 	return ""
+}
+
+// gatheredStatus reads leader_election_master_status for name from the
+// replica's registry, at once and without HTTP, for use outside the test's
+// goroutine: it returns the value, or what went wrong.
+func (r *operatorReplica) gatheredStatus(name string) string {
+	mfs, err := r.op.Gatherer().Gather()
+	if err != nil {
+		return err.Error()
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "leader_election_master_status" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == name {
+					return strconv.FormatFloat(m.GetGauge().GetValue(), 'g', -1, 64)
+				}
+			}
+		}
+	}
+	return "no leader_election_master_status series"
 }
 
 func scrapedLeaders(t *testing.T, rs []*operatorReplica, name string) []*operatorReplica {
