@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -144,7 +145,17 @@ func TestPodMonitorScrapesEveryJVMOnce(t *testing.T) {
 		for _, s := range got {
 			seen[s.Metric["instance"]] = s.Metric["pod"] + "/" + s.Metric["container"]
 		}
-		return len(got) == len(want) && reflect.DeepEqual(seen, want), fmt.Sprintf("up: %s, want %v", describeSamples(got), want)
+		if len(got) == len(want) && reflect.DeepEqual(seen, want) {
+			return true, ""
+		}
+		// Say why a JVM is missing: no target (discovery or relabeling), or
+		// a target whose scrapes fail.
+		var targets []string
+		for _, tg := range targetsIn(t, srv, ns) {
+			targets = append(targets, fmt.Sprintf("%s %s %s %q", tg.ScrapePool, tg.ScrapeURL, tg.Health, tg.LastError))
+		}
+		sort.Strings(targets)
+		return false, fmt.Sprintf("up: %s, want %v; targets: %v", describeSamples(got), want, targets)
 	})
 	targets := targetsIn(t, srv, ns)
 	if len(targets) != 3 {
