@@ -154,7 +154,8 @@ func run() error {
 // runShape measures one shape on a control plane of its own, so that the
 // other shape's objects do not weigh on it.
 func runShape(ctx context.Context, root string, cfg scale.Config) (*scale.Result, error) {
-	env, err := testenv.Start(ctx)
+	// A loaded machine starts the control plane slowly.
+	env, err := testenv.Start(ctx, testenv.WithStartTimeout(10*time.Minute))
 	if err != nil {
 		return nil, err
 	}
