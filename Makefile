@@ -180,6 +180,16 @@ bench-table: controlplane ## handlerkit vs controller-runtime vs a client-go loo
 	@mkdir -p $(BIN)
 	cd bench && $(GO) run . -json ../$(BIN)/bench-results.json -benchfmt ../$(BIN)/bench.txt $(BENCHFLAGS)
 
+# Flags for the operator's scale benchmark (bench/cmd/operator-scale), e.g.
+# OPSCALEFLAGS='-pods 2000 -shapes one -steady 30s'.
+OPSCALEFLAGS ?=
+
+.PHONY: bench-operator
+bench-operator: controlplane ## The operator at scale: its binary, 10,000 pods and a simulated kubelet on a real API server, two shapes: a markdown table (docs/performance.md).
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/prometheus-jmx-exporter-operator
+	cd bench && $(GO) run ./cmd/operator-scale -operator ../$(BIN)/prometheus-jmx-exporter-operator -json ../$(BIN)/operator-scale.json $(OPSCALEFLAGS)
+
 .PHONY: codegen
 codegen: ## Regenerate clientsets, listers, informers, deepcopy and CRD manifests.
 	hack/update-codegen.sh

@@ -125,8 +125,13 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 			c.gatherer = prometheus.DefaultGatherer
 		}
 	}
+	requests, err := newResourceRequests(c.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: register client request metrics: %w", err)
+	}
 	restConfig := rest.CopyConfig(cfg)
 	applyClientRateLimit(restConfig, c.clientLimit)
+	countRequests(restConfig, requests)
 	clientset, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("sdk: clientset: %w", err)
@@ -333,7 +338,9 @@ func (o *Operator) Logger() logrus.FieldLogger { return o.cfg.log }
 func (o *Operator) Scheme() *runtime.Scheme { return o.cfg.scheme }
 
 // RESTConfig returns a copy of the Operator's client configuration, with
-// the client rate limit it uses (see WithClientRateLimit).
+// the client rate limit it uses (see WithClientRateLimit) and the
+// round-tripper that counts requests in handlerkit_client_requests_total:
+// clients built from it count as the Operator's.
 func (o *Operator) RESTConfig() *rest.Config { return rest.CopyConfig(o.restConfig) }
 
 // Clientset returns the typed client for built-in kinds.

@@ -72,3 +72,7 @@ func describeVersions(cfg *rest.Config) Versions {
 	}
 	return v
 }
+
+// DescribeMachine reads /proc for the CPU model and memory size, for other
+// benchmarks of the module (the operator's scale benchmark).
+func DescribeMachine() Machine { return describeMachine() }

@@ -36,7 +36,7 @@ func (w Writer) CreateConfigMap(ctx context.Context, ns string) error {
 
 // CreateExporters creates exporters 0..n-1 in ns.
 func (w Writer) CreateExporters(ctx context.Context, ns string, n int) error {
-	return forEach(ctx, n, Parallel, func(ctx context.Context, i int) error {
+	return ForEach(ctx, n, Parallel, func(ctx context.Context, i int) error {
 		_, err := w.JMX.JmxV1alpha1().PrometheusJmxExporters(ns).Create(ctx, Exporter(ns, i), metav1.CreateOptions{FieldManager: "bench-writer"})
 		if err != nil {
 			return fmt.Errorf("workload: create exporter %d: %w", i, err)
@@ -49,7 +49,7 @@ func (w Writer) CreateExporters(ctx context.Context, ns string, n int) error {
 // their generation.
 func (w Writer) UpdateExporters(ctx context.Context, ns string, n int, port int32) error {
 	patch := fmt.Appendf(nil, `{"spec":{"port":%d}}`, port)
-	return forEach(ctx, n, Parallel, func(ctx context.Context, i int) error {
+	return ForEach(ctx, n, Parallel, func(ctx context.Context, i int) error {
 		_, err := w.JMX.JmxV1alpha1().PrometheusJmxExporters(ns).Patch(ctx, ExporterName(i), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "bench-writer"})
 		if err != nil {
 			return fmt.Errorf("workload: update exporter %d: %w", i, err)
@@ -89,7 +89,7 @@ func (w Writer) SettleStatuses(ctx context.Context, ns string) error {
 			stale = append(stale, e)
 		}
 	}
-	return forEach(ctx, len(stale), Parallel, func(ctx context.Context, i int) error {
+	return ForEach(ctx, len(stale), Parallel, func(ctx context.Context, i int) error {
 		_, err := w.JMX.JmxV1alpha1().PrometheusJmxExporters(ns).UpdateStatus(ctx, stale[i], metav1.UpdateOptions{})
 		if err != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("workload: settle status of %s: %w", stale[i].Name, err)
@@ -102,7 +102,7 @@ func (w Writer) SettleStatuses(ctx context.Context, ns string) error {
 // status subresource, as a kubelet would, so that their managedFields hold
 // the two writers a real Pod has.
 func (w Writer) CreatePods(ctx context.Context, ns string, n int) error {
-	return forEach(ctx, n, Parallel, func(ctx context.Context, i int) error {
+	return ForEach(ctx, n, Parallel, func(ctx context.Context, i int) error {
 		pods := w.Kube.CoreV1().Pods(ns)
 		pod, err := pods.Create(ctx, Pod(ns, i), metav1.CreateOptions{FieldManager: "kube-controller-manager"})
 		if err != nil {

@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 )
 
-// forEach calls f for 0..n-1 from parallel goroutines and returns the first
+// ForEach calls f for 0..n-1 from parallel goroutines and returns the first
 // error; the first error also cancels the context the other calls get.
-func forEach(ctx context.Context, n, parallel int, f func(ctx context.Context, i int) error) error {
+func ForEach(ctx context.Context, n, parallel int, f func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next atomic.Int64

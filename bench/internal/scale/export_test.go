@@ -1,0 +1,4 @@
+package scale
+
+// ParseRequests is parseRequests, for the tests.
+var ParseRequests = parseRequests
