@@ -891,22 +891,7 @@ func playEphemeralKubelet(ctx context.Context, kube kubernetes.Interface, ns, na
 		if err != nil {
 			continue
 		}
-		have := map[string]bool{}
-		for _, st := range p.Status.EphemeralContainerStatuses {
-			have[st.Name] = true
-		}
-		changed := false
-		for _, ec := range p.Spec.EphemeralContainers {
-			if have[ec.Name] {
-				continue
-			}
-			p.Status.EphemeralContainerStatuses = append(p.Status.EphemeralContainerStatuses, corev1.ContainerStatus{
-				Name: ec.Name, Image: ec.Image, ImageID: "sha256:2", ContainerID: "containerd://" + ec.Name,
-				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
-					Message: string(result), ContainerID: "containerd://" + ec.Name}}})
-			changed = true
-		}
-		if changed {
+		if answerEphemeral(p, result) {
 			_, _ = kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		}
 	}

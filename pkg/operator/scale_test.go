@@ -160,22 +160,7 @@ func answerEphemeralContainers(ctx context.Context, kube kubernetes.Interface, n
 			if !ok {
 				continue
 			}
-			have := map[string]bool{}
-			for _, st := range p.Status.EphemeralContainerStatuses {
-				have[st.Name] = true
-			}
-			changed := false
-			for _, ec := range p.Spec.EphemeralContainers {
-				if have[ec.Name] {
-					continue
-				}
-				p.Status.EphemeralContainerStatuses = append(p.Status.EphemeralContainerStatuses, corev1.ContainerStatus{
-					Name: ec.Name, Image: ec.Image, ImageID: "sha256:2", ContainerID: "containerd://" + ec.Name,
-					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
-						Message: string(result), ContainerID: "containerd://" + ec.Name}}})
-				changed = true
-			}
-			if changed {
+			if answerEphemeral(p, result) {
 				// A conflict means a newer version of the pod is on its way
 				// in this watch: it is answered then.
 				_, _ = kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
@@ -183,6 +168,28 @@ func answerEphemeralContainers(ctx context.Context, kube kubernetes.Interface, n
 		}
 		w.Stop()
 	}
+}
+
+// answerEphemeral gives each ephemeral container of p that has no status
+// yet the status of one that ended at once with result as its termination
+// message, and says whether it gave any.
+func answerEphemeral(p *corev1.Pod, result []byte) bool {
+	have := map[string]bool{}
+	for _, st := range p.Status.EphemeralContainerStatuses {
+		have[st.Name] = true
+	}
+	changed := false
+	for _, ec := range p.Spec.EphemeralContainers {
+		if have[ec.Name] {
+			continue
+		}
+		p.Status.EphemeralContainerStatuses = append(p.Status.EphemeralContainerStatuses, corev1.ContainerStatus{
+			Name: ec.Name, Image: ec.Image, ImageID: "sha256:2", ContainerID: "containerd://" + ec.Name,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
+				Message: string(result), ContainerID: "containerd://" + ec.Name}}})
+		changed = true
+	}
+	return changed
 }
 
 // TestAContainerStartCostsAtMostThreeWrites counts, through the operator's
