@@ -387,6 +387,11 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 			msg += "; " + note
 		}
 		log.Info("operator: " + msg)
+		if cs.RestartCount > 0 {
+			// A restarted container's agent is news for its pod, not for
+			// the exporter: one Event per container start at steady state.
+			exporterRef = nil
+		}
 		r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Injected", msg)
 	}
 }
@@ -511,13 +516,15 @@ func (r *Reconciler) exporterRef(j *job) *jmxv1alpha1.PrometheusJmxExporter {
 	return &ex
 }
 
-// event records an Event on the pod and on the exporter.
+// event records an Event on the pod and, unless ex is nil, on the exporter.
 func (r *Reconciler) event(pod *corev1.Pod, ex *jmxv1alpha1.PrometheusJmxExporter, typ, reason, msg string) {
 	rec := r.op.EventRecorder()
 	ref := pod.DeepCopy()
 	ref.APIVersion, ref.Kind = "v1", "Pod"
 	rec.Event(ref, typ, reason, msg)
-	rec.Event(ex, typ, reason, msg)
+	if ex != nil {
+		rec.Event(ex, typ, reason, msg)
+	}
 }
 
 // classified is one container's outcome.

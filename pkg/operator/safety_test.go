@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/generated/clientset/versioned"
@@ -61,6 +63,9 @@ type cluster struct {
 	jmx  versioned.Interface
 	// log is the log of the operator runOperator started last.
 	log *lockedBuffer
+	// wrap, when set, wraps the transport of every API request of the
+	// operators runOperator starts (its framework's and its own client's).
+	wrap func(http.RoundTripper) http.RoundTripper
 }
 
 func newCluster(t *testing.T, timeout time.Duration) *cluster {
@@ -171,14 +176,22 @@ func (c *cluster) runOperatorWith(t *testing.T, ns string, o operator.Options, p
 	c.log = logBuf
 	log := logrus.New()
 	log.SetOutput(logBuf)
-	op, err := sdk.New(c.env.Config(), sdk.WithScheme(scheme), sdk.WithRegisterer(prometheus.NewRegistry()),
+	cfg, kube := c.env.Config(), c.kube
+	if c.wrap != nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(c.wrap)
+		if kube, err = kubernetes.NewForConfig(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op, err := sdk.New(cfg, sdk.WithScheme(scheme), sdk.WithRegisterer(prometheus.NewRegistry()),
 		sdk.WithMetricsAddr("0"), sdk.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.Namespaces = ns
 	if o.Client == nil {
-		o.Client = c.kube
+		o.Client = kube
 	}
 	r, err := operator.Setup(op, o)
 	if err != nil {
@@ -878,22 +891,7 @@ func playEphemeralKubelet(ctx context.Context, kube kubernetes.Interface, ns, na
 		if err != nil {
 			continue
 		}
-		have := map[string]bool{}
-		for _, st := range p.Status.EphemeralContainerStatuses {
-			have[st.Name] = true
-		}
-		changed := false
-		for _, ec := range p.Spec.EphemeralContainers {
-			if have[ec.Name] {
-				continue
-			}
-			p.Status.EphemeralContainerStatuses = append(p.Status.EphemeralContainerStatuses, corev1.ContainerStatus{
-				Name: ec.Name, Image: ec.Image, ImageID: "sha256:2", ContainerID: "containerd://" + ec.Name,
-				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
-					Message: string(result), ContainerID: "containerd://" + ec.Name}}})
-			changed = true
-		}
-		if changed {
+		if answerEphemeral(p, result) {
 			_, _ = kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		}
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -162,13 +163,13 @@ func TestRestartedContainerLosesTheCopiesOfItsDeadJVM(t *testing.T) {
 		second = cs.ContainerID
 		return cs.RestartCount >= 1 && cs.State.Running != nil && second != first, cs.ContainerID
 	})
-	waitFor(t, 3*time.Minute, "an endpoint of the new container", func() (bool, string) {
-		for _, e := range getExporter(t, ns, "restarts").Status.MetricsEndpoints {
-			if e.ContainerID == second {
-				return true, ""
-			}
-		}
-		return false, "endpoints " + strconv.Itoa(len(getExporter(t, ns, "restarts").Status.MetricsEndpoints))
+	// The pod's record says when the new start has the agent: the status is
+	// not rewritten for a restart that changes none of its counts
+	// (docs/api.md, "Size, and when the status is written").
+	waitFor(t, 3*time.Minute, "the new container injected", func() (bool, string) {
+		rec, _ := injectedRecord(t, ns, "restarts")
+		c := rec.Containers["app"]
+		return c.ContainerID == second && len(c.JVMs) == 1, fmt.Sprintf("%+v", c)
 	})
 	now := copiesIn(t, ns, "restarts", "app")
 	if len(now) != 1 || now[0] == old[0] {

@@ -329,6 +329,15 @@ type Agent struct {
 	AttachHelperPath string `json:"attachHelperPath,omitempty"`
 }
 
+// MaxStatusEndpoints is the most entries the operator writes in
+// status.metricsEndpoints, and in status.portPendingPods: with about 300
+// bytes an entry, 100 keep the object near 30 KiB whatever the number of
+// pods (5,000 entries made a 1.5 MB object, at etcd's limit). Prometheus
+// finds the JVMs through the pods' annotations or the PodMonitor, never
+// through this list; the counts (metricsEndpointCount, portPendingPodCount)
+// are whole.
+const MaxStatusEndpoints = 100
+
 // PrometheusJmxExporterStatus is the observed state of a PrometheusJmxExporter.
 type PrometheusJmxExporterStatus struct {
 	// ObservedGeneration is the metadata.generation the status describes.
@@ -343,20 +352,41 @@ type PrometheusJmxExporterStatus struct {
 	// +patchMergeKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 
-	// MetricsEndpoints has one entry per JVM that has the agent loaded. The
-	// JVMs of one pod share its network namespace, so each has its own port.
+	// MetricsEndpoints is a sample of the JVMs that have the agent loaded:
+	// at most MaxStatusEndpoints entries, the first by pod name, then port,
+	// so that the object stays small and the sample stable whatever the
+	// number of pods. MetricsEndpointCount says how many there are in all.
+	// The JVMs of one pod share its network namespace, so each has its own
+	// port. An entry's containerID, pid, jvmStartedAt and injectedAt are
+	// those of the last status write: a container start whose injection
+	// changed nothing else does not rewrite the status (the pod's
+	// jmx.handlerkit.dev/agents annotation is always current).
 	// +optional
 	// +listType=map
 	// +listMapKey=pod
 	// +listMapKey=port
 	MetricsEndpoints []MetricsEndpoint `json:"metricsEndpoints,omitempty"`
 
+	// MetricsEndpointCount counts the JVMs that have the agent loaded: all
+	// of them, of which MetricsEndpoints lists a sample.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MetricsEndpointCount int32 `json:"metricsEndpointCount"`
+
 	// PortPendingPods lists the matched pods whose agents still serve an
-	// earlier spec.port. A loaded agent cannot move to another port: the new
-	// port applies when the container next starts (and is injected again).
+	// earlier spec.port: at most MaxStatusEndpoints of them, the first by
+	// name; PortPendingPodCount counts them all. A loaded agent cannot move
+	// to another port: the new port applies when the container next starts
+	// (and is injected again).
 	// +optional
 	// +listType=set
 	PortPendingPods []string `json:"portPendingPods,omitempty"`
+
+	// PortPendingPodCount counts the matched pods whose agents still serve
+	// an earlier spec.port, of which PortPendingPods lists a sample.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PortPendingPodCount int32 `json:"portPendingPodCount,omitempty"`
 
 	// MatchedPods counts the pods the selector matches.
 	// +optional

@@ -1,0 +1,153 @@
+package operator
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+)
+
+// StatusDelay is how long a change of an exporter's status that is neither
+// a new generation nor a new verdict waits before it is written: a count, a
+// condition's message, Ready turning, the sample of endpoints. The write
+// carries the state of that moment, so the changes within the delay cost one
+// write, and a state that lasts less than the delay (a container that
+// restarts and is injected again at once) costs none. At most one such
+// write per exporter per StatusDelay.
+const StatusDelay = 5 * time.Second
+
+// endpointSample is the status' bounded sample of endpoints: sorted by pod,
+// then port, at most jmxv1alpha1.MaxStatusEndpoints of them, and how many
+// there are in all. It sorts endpoints in place.
+func endpointSample(endpoints []jmxv1alpha1.MetricsEndpoint) ([]jmxv1alpha1.MetricsEndpoint, int32) {
+	sort.Slice(endpoints, func(i, j int) bool {
+		a, b := endpoints[i], endpoints[j]
+		return a.Pod < b.Pod || a.Pod == b.Pod && a.Port < b.Port
+	})
+	n := len(endpoints)
+	if n > jmxv1alpha1.MaxStatusEndpoints {
+		endpoints = endpoints[:jmxv1alpha1.MaxStatusEndpoints:jmxv1alpha1.MaxStatusEndpoints]
+	}
+	return endpoints, int32(n)
+}
+
+// nameSample is the status' bounded sample of pod names: sorted, at most
+// jmxv1alpha1.MaxStatusEndpoints, and how many there are in all. It sorts
+// names in place.
+func nameSample(names []string) ([]string, int32) {
+	sort.Strings(names)
+	n := len(names)
+	if n > jmxv1alpha1.MaxStatusEndpoints {
+		names = names[:jmxv1alpha1.MaxStatusEndpoints:jmxv1alpha1.MaxStatusEndpoints]
+	}
+	return names, int32(n)
+}
+
+// statusChange is how a computed status differs from the stored one.
+type statusChange int
+
+const (
+	// unchanged: nothing to write.
+	unchanged statusChange = iota
+	// sampleOnly: only the details of the sample's entries differ (a
+	// container start's ID, pid and times): not written on its own.
+	sampleOnly
+	// coalesced: something a user reads changed (a count, a message, Ready,
+	// which endpoints the sample lists): written StatusDelay after it was
+	// first seen, with the state of then.
+	coalesced
+	// urgent: a new generation, a condition other than Ready turning or
+	// changing its reason, the circuit breaker or a rejected config (state
+	// the operator itself relies on across restarts): written at once.
+	urgent
+)
+
+// changeOf classifies the change from old to st.
+func changeOf(old, st *jmxv1alpha1.PrometheusJmxExporterStatus) statusChange {
+	if equality.Semantic.DeepEqual(old, st) {
+		return unchanged
+	}
+	if old.ObservedGeneration != st.ObservedGeneration ||
+		!equality.Semantic.DeepEqual(old.CircuitBreaker, st.CircuitBreaker) ||
+		!equality.Semantic.DeepEqual(old.RejectedConfig, st.RejectedConfig) ||
+		len(old.Conditions) != len(st.Conditions) {
+		return urgent
+	}
+	for _, c := range st.Conditions {
+		o := findCondition(old.Conditions, c.Type)
+		if o == nil || c.Type != jmxv1alpha1.ConditionReady && (o.Status != c.Status || o.Reason != c.Reason) {
+			return urgent
+		}
+	}
+	if equality.Semantic.DeepEqual(withoutSampleDetails(old), withoutSampleDetails(st)) {
+		return sampleOnly
+	}
+	return coalesced
+}
+
+// withoutSampleDetails is st with the sample's entries reduced to what
+// does not change when a container restarts and is injected again.
+func withoutSampleDetails(st *jmxv1alpha1.PrometheusJmxExporterStatus) *jmxv1alpha1.PrometheusJmxExporterStatus {
+	out := *st
+	out.MetricsEndpoints = make([]jmxv1alpha1.MetricsEndpoint, len(st.MetricsEndpoints))
+	for i, e := range st.MetricsEndpoints {
+		e.ContainerID, e.PID, e.JVMStartedAt, e.InjectedAt = "", 0, nil, metav1.Time{}
+		out.MetricsEndpoints[i] = e
+	}
+	return &out
+}
+
+// statusPacer decides, per exporter (namespace/name), when a computed status
+// is written (StatusDelay). Its zero value is ready to use.
+type statusPacer struct {
+	mu sync.Mutex
+	// delay is StatusDelay unless a test set another.
+	delay time.Duration
+	// since is when a change not yet written was first seen.
+	since map[string]time.Time
+}
+
+// due says whether a status whose change from the stored one is c should be
+// written now, or else how long until it should be looked at again (0:
+// never, nothing waits).
+func (s *statusPacer) due(key string, c statusChange, now time.Time) (write bool, wait time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch c {
+	case urgent:
+		return true, 0
+	case unchanged, sampleOnly:
+		delete(s.since, key)
+		return false, 0
+	}
+	delay := s.delay
+	if delay == 0 {
+		delay = StatusDelay
+	}
+	if s.since == nil {
+		s.since = map[string]time.Time{}
+	}
+	first, ok := s.since[key]
+	if !ok {
+		first = now
+		s.since[key] = now
+	}
+	if left := first.Add(delay).Sub(now); left > 0 {
+		return false, left
+	}
+	return true, 0
+}
+
+// wrote says that key's status was written: the changes seen so far are in.
+func (s *statusPacer) wrote(key string) { s.forget(key) }
+
+// forget drops what the pacer knows of key (an exporter that is gone).
+func (s *statusPacer) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.since, key)
+}
