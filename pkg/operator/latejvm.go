@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,9 +152,13 @@ func (r *Reconciler) lateLookDone(ctx context.Context, j *job, t task, out injec
 // when none is.
 func (p *plan) noJVMCondition() metav1.Condition {
 	if len(p.waitingJVM) > 0 {
-		return condition(jmxv1alpha1.ConditionReady, false, ReasonWaitingForJVM,
-			"waiting for a JVM: none found yet in the selected containers of the matched pods; each is looked at again "+
-				"(--late-jvm-interval) and when it restarts: "+limitList(p.waitingJVM, 10))
+		// Names only, sorted: the message (and so the status) does not
+		// change with each look; each pod's record has its next look.
+		sort.Strings(p.waitingJVM)
+		return condition(jmxv1alpha1.ConditionReady, false, ReasonWaitingForJVM, fmt.Sprintf(
+			"waiting for a JVM: none found yet in the selected containers of the matched pods (%d containers); they are looked at again "+
+				"on the late-JVM schedule (--late-jvm-interval; the pod's record %s has the next look) and when they restart: %s",
+			len(p.waitingJVM), AnnotationAgents, limitList(p.waitingJVM, 10)))
 	}
 	return condition(jmxv1alpha1.ConditionReady, false, jmxv1alpha1.ReasonNoJVMFound,
 		"no JVM runs in the selected containers of the matched pods")
@@ -166,7 +171,7 @@ func (r *Reconciler) planNoJVM(p *plan, j *job, pod *corev1.Pod, cs corev1.Conta
 	if !waiting {
 		return
 	}
-	p.waitingJVM = append(p.waitingJVM, fmt.Sprintf("%s/%s (next look %s)", pod.Name, cs.Name, at.UTC().Format(time.RFC3339)))
+	p.waitingJVM = append(p.waitingJVM, pod.Name+"/"+cs.Name)
 	if !canInject {
 		return
 	}

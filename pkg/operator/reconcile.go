@@ -222,8 +222,8 @@ type plan struct {
 	// prometheus.io annotations, where the operator set none.
 	ownAnnotations []string
 
-	// waitingJVM are the "pod/container (next look ...)" found without a
-	// JVM that are looked at again for one that starts late (latejvm.go).
+	// waitingJVM are the "pod/container" found without a JVM that are
+	// looked at again for one that starts late (latejvm.go).
 	waitingJVM []string
 
 	// configSHA is the config's sha256 (hex); configHash its prefix, as the
