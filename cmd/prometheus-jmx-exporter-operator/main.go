@@ -54,6 +54,7 @@ type config struct {
 	timeout         time.Duration
 	parallelism     int
 	jvmWait         time.Duration
+	lateJVMInterval time.Duration
 	breakerWindow   time.Duration
 	resync          time.Duration
 	budget          int
@@ -164,9 +165,11 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	fs.DurationVar(&c.timeout, "injection-timeout", operator.DefaultInjectionTimeout,
 		"time limit of one injection of one container (env INJECTION_TIMEOUT)")
 	fs.IntVar(&c.parallelism, "parallelism", operator.DefaultParallelism,
-		"pods injected at once (env PARALLELISM)")
+		"injection jobs that work the API at once (reading the pod, adding the ephemeral container or exec, writing the record); waiting for a JVM holds no slot; slots go round-robin between exporters (env PARALLELISM)")
 	fs.DurationVar(&c.jvmWait, "jvm-wait", operator.DefaultJVMWait,
 		"how long after a container starts a JVM may take to appear in it (env JVM_WAIT)")
+	fs.DurationVar(&c.lateJVMInterval, "late-jvm-interval", operator.DefaultLateJVMInterval,
+		"a container without a JVM after --jvm-wait is looked at again this long after, then twice as long after each look, up to 1h, at most 6 times; 0: only at its restart (env LATE_JVM_INTERVAL)")
 	fs.DurationVar(&c.resync, "resync", 10*time.Minute,
 		"how often every exporter is handled again when nothing changed; 0 never (env RESYNC)")
 	fs.DurationVar(&c.breakerWindow, "breaker-window", operator.DefaultBreakerWindow,
@@ -270,6 +273,9 @@ Flags (each also from the environment variable in parentheses; flags win):
 	}
 	if c.parallelism < 1 {
 		return c, fmt.Errorf("--parallelism %d: at least 1", c.parallelism)
+	}
+	if c.lateJVMInterval < 0 || c.lateJVMInterval > 0 && c.lateJVMInterval < time.Minute {
+		return c, fmt.Errorf("--late-jvm-interval %s: 0 (off) or at least 1m", c.lateJVMInterval)
 	}
 	if c.breakerWindow < time.Second {
 		return c, fmt.Errorf("--breaker-window %s: at least 1s", c.breakerWindow)
@@ -468,7 +474,7 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		AllowedAgentImages: c.allowedImages,
 		PullPolicy:         corev1.PullPolicy(c.pullPolicy),
 		LocalAttachHelper:  c.localHelper, LocalAgentJar: c.localJar,
-		InjectionTimeout: c.timeout, Parallelism: c.parallelism, JVMWait: c.jvmWait,
+		InjectionTimeout: c.timeout, Parallelism: c.parallelism, JVMWait: c.jvmWait, LateJVMInterval: lateJVMInterval(c.lateJVMInterval),
 		BreakerWindow: c.breakerWindow, Resync: c.resync, EphemeralContainerBudget: c.budget, MaxAttempts: c.maxAttempts,
 		ReportUnserved:     reportUnserved,
 		DisablePodMonitors: !c.podMonitors, PodMonitorLabels: c.podMonLabels,
@@ -583,4 +589,13 @@ func nsLabel(ns string) string {
 		return "(all)"
 	}
 	return ns
+}
+
+// lateJVMInterval is Options.LateJVMInterval for the flag's value: its 0
+// (off) is the Options' negative.
+func lateJVMInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

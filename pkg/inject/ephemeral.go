@@ -49,6 +49,9 @@ const (
 	// ReasonConfigTooLarge: the config exceeds MaxConfigBytes or
 	// MaxCompressedConfigBytes.
 	ReasonConfigTooLarge = "ConfigTooLarge"
+	// ReasonBudgetKept: adding an ephemeral container would leave fewer
+	// than Request.KeepBudget of the pod's budget; nothing was added.
+	ReasonBudgetKept = "EphemeralContainerBudgetKept"
 )
 
 // imagePullGrace is how long an ephemeral container may wait for its image
@@ -185,6 +188,11 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 			return Outcome{}, fmt.Errorf("%w (%d ephemeral containers %s* ran this very request; the last, %s: %s)", ErrTooManyAttempts,
 				same, prefix, latest, lastWords(pod, latest))
 		}
+		if have := OperatorContainers(pod); r.KeepBudget > 0 && have+r.KeepBudget >= s.budget() && have < s.budget() {
+			return Outcome{Refused: ReasonBudgetKept, Detail: fmt.Sprintf(
+				"pod %s has %d of the operator's ephemeral containers of its budget of %d (--ephemeral-container-budget); the last %d are kept for its containers' next starts",
+				t.Pod.Name, have, s.budget(), r.KeepBudget)}, nil
+		}
 		if have := OperatorContainers(pod); have >= s.budget() {
 			return Outcome{Refused: ReasonBudgetExhausted, Detail: fmt.Sprintf(
 				"pod %s already has %d of the operator's ephemeral containers, its budget for the pod's life (--ephemeral-container-budget=%d); ephemeral containers cannot be removed, so no more are added: recreate the pod, or use the Exec strategy",
@@ -229,7 +237,13 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 			return Outcome{}, fmt.Errorf("add ephemeral container %s to %s: %w", next, t, err)
 		}
 	}
+	// Waiting for the helper's end (up to Request.Wait for a JVM to appear)
+	// holds no slot of the operator's pool: ctx's deadline bounds it.
+	Idle(ctx)
 	status, err := waitTerminated(ctx, s.Client, t, name)
+	if rerr := Resume(ctx); rerr != nil && err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return Outcome{}, err
 	}

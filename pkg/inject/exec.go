@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -103,7 +104,15 @@ func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (
 	stdout.Reset()
 	stderr.Reset()
 	cmd := append([]string{"/bin/sh", "-c", runScript, staged}, args...)
-	err = s.exec(ctx, t, cmd, bytes.NewReader(stdin), &stdout, &stderr)
+	// Once the bundle is sent, jmx-attach waits (up to Request.Wait for a
+	// JVM to appear) with the exec open: that wait holds no slot of the
+	// operator's pool.
+	in := &idleAtEOF{ctx: ctx, r: bytes.NewReader(stdin)}
+	err = s.exec(ctx, t, cmd, in, &stdout, &stderr)
+	in.done()
+	if rerr := Resume(ctx); rerr != nil && err == nil {
+		return Outcome{}, rerr
+	}
 	code := 0
 	if err != nil {
 		var exitErr utilexec.ExitError
@@ -117,6 +126,35 @@ func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (
 		out = stderr.Bytes()
 	}
 	return parseOutcome(out, code)
+}
+
+// idleAtEOF reads r and gives back the pool slot of ctx's job (Idle) when r
+// is all read, unless done was called first.
+type idleAtEOF struct {
+	ctx  context.Context
+	r    io.Reader
+	mu   sync.Mutex
+	over bool
+}
+
+func (i *idleAtEOF) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	if err == io.EOF {
+		i.mu.Lock()
+		if !i.over {
+			i.over = true
+			Idle(i.ctx)
+		}
+		i.mu.Unlock()
+	}
+	return n, err
+}
+
+// done says the exec has returned: a late EOF no longer gives the slot back.
+func (i *idleAtEOF) done() {
+	i.mu.Lock()
+	i.over = true
+	i.mu.Unlock()
 }
 
 // noShell says whether an exec failed because the container has no /bin/sh

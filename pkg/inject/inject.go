@@ -140,6 +140,13 @@ type Request struct {
 	Image, AgentPath, AttachHelperPath string
 	// PullPolicy is the ephemeral container's image pull policy.
 	PullPolicy corev1.PullPolicy
+	// KeepBudget, when positive, is how many ephemeral containers of the
+	// pod's budget the EphemeralContainer strategy leaves unused: it adds
+	// none when fewer would be left, and answers Outcome.Refused
+	// ReasonBudgetKept. The operator sets it for a second look for a JVM
+	// that started late, so that such looks never take the container
+	// that a restarted JVM needs.
+	KeepBudget int
 }
 
 // Outcome is what one run of jmx-attach reported.
@@ -155,7 +162,8 @@ type Outcome struct {
 	// container: ReasonShellNotFound (Exec in an image without a shell),
 	// ReasonPatchRefused (the API server refused the ephemeral container or
 	// the exec), ReasonBudgetExhausted (the pod has its budget of ephemeral
-	// containers) or ReasonConfigTooLarge. Detail says what to do. Asking
+	// containers), ReasonBudgetKept (Request.KeepBudget) or
+	// ReasonConfigTooLarge. Detail says what to do. Asking
 	// again without a change gets the same answer.
 	Refused string
 }

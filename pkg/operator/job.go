@@ -47,6 +47,9 @@ type task struct {
 	// atStart, when set, is the record to write for a container that got
 	// the agent at start (planAtStart): nothing runs in the pod.
 	atStart *ContainerRecord
+	// lateLook is set on a look again for a JVM in a container start where
+	// none was found (previous has NoJVM; latejvm.go).
+	lateLook bool
 }
 
 // outcome classes.
@@ -70,6 +73,7 @@ func (r *Reconciler) wake(ctx context.Context, exporter string) {
 // shows its outcome (see gate).
 func (r *Reconciler) runJob(ctx context.Context, j *job) {
 	j.written = map[string]ContainerRecord{}
+	defer r.pruneIfGone(ctx, j.pod)
 	fresh, ok := r.stillNeeded(ctx, j)
 	if !ok {
 		if j.canary {
@@ -92,6 +96,9 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) {
 			r.inject(ctx, j, t, inUse)
 		}
 	}
+	// Waiting for the cache holds no slot of the pool (the pod's key stays
+	// the job's until it returns).
+	inject.Idle(ctx)
 	shown := r.awaitCache(ctx, j)
 	if j.canary {
 		r.canaryEnded(j, shown && len(j.written) > 0)
@@ -124,6 +131,10 @@ func (r *Reconciler) stillNeeded(ctx context.Context, j *job) (*corev1.Pod, bool
 		case t.atStart != nil:
 			if ok && rec.Exporter == j.exporterName && sameAtStartRecord(c, *t.atStart) {
 				continue
+			}
+		case t.lateLook:
+			if !ok || !c.NoJVM || c.Looks != t.previous.Looks || c.LooksEnded != "" {
+				continue // looked at (or restarted) meanwhile
 			}
 		case !t.reconfigure && ok && c.settled() && !t.retryFailure:
 			continue // injected (or found to have no JVM, or failed) meanwhile
@@ -179,7 +190,7 @@ func showsRecords(pod *corev1.Pod, written map[string]ContainerRecord) bool {
 	for name, w := range written {
 		c, ok := rec.current(name, w.ContainerID)
 		if !ok || c.ConfigHash != w.ConfigHash || c.Attempts != w.Attempts || c.Generation != w.Generation ||
-			(c.Rejected == nil) != (w.Rejected == nil) {
+			(c.Rejected == nil) != (w.Rejected == nil) || c.NoJVM != w.NoJVM || c.Looks != w.Looks || c.LooksEnded != w.LooksEnded {
 			return false
 		}
 	}
@@ -271,6 +282,9 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 	key := retryKey(j.pod, cs.Name, cs.ContainerID)
 	target := r.target(j, cs)
 	req := r.request(j, cs, basePort(inUse, cs.Name, j.spec.Port))
+	if t.lateLook {
+		req.KeepBudget = lateLookBudgetKept
+	}
 	log := r.op.Logger().WithField("pod", j.pod.Namespace+"/"+j.pod.Name).WithField("container", cs.Name).
 		WithField("strategy", j.strategy.Name())
 	start := time.Now()
@@ -278,10 +292,15 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 	out, err := j.strategy.Inject(tctx, target, req)
 	cancel()
 	took := time.Since(start)
-	if ctx.Err() != nil {
+	// The strategy gave the pool's slot back while it waited; a wait cut
+	// short by the timeout may have left without one.
+	if inject.Resume(ctx) != nil || ctx.Err() != nil {
 		return // shutting down or leadership lost: the next leader picks it up
 	}
 	rec := classify(out, err)
+	if t.lateLook && r.lateLookDone(ctx, j, t, out, err, rec, took) {
+		return
+	}
 	if j.spec.Injection.Mode == jmxv1alpha1.InjectionModeBoth {
 		rec = refusedUnderBoth(rec, j.spec.Injection.RestartOnRefusal)
 	}
@@ -328,6 +347,9 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 	now := metav1.Now()
 	c := ContainerRecord{ContainerID: cs.ContainerID, Port: j.spec.Port, ConfigHash: j.configHash, Generation: j.generation,
 		JVMs: rec.jvms, NoJVM: rec.noJVM, Failure: rec.failure, Note: rec.note}
+	if rec.noJVM {
+		c = r.noJVMRecord(j, cs, 1, "")
+	}
 	if rec.rejected != "" {
 		// The JVMs had an agent from an earlier load that kept its config.
 		c.ConfigHash = ""
@@ -367,8 +389,13 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 		r.event(j.pod, exporterRef, corev1.EventTypeWarning, rec.failure.Reason, "injection failed: "+msg)
 	case rec.noJVM:
 		log.Info("operator: no JVM in " + target.String())
-		r.event(j.pod, exporterRef, corev1.EventTypeNormal, jmxv1alpha1.ReasonNoJVMFound,
-			fmt.Sprintf("no JVM found in %s within %s; the container is left alone", target, req.Wait))
+		msg := fmt.Sprintf("no JVM found in %s within %s", target, req.Wait)
+		if c.NextLookAt != nil {
+			msg += fmt.Sprintf("; it is looked at again at %s for a JVM that starts late, and when it restarts", c.NextLookAt.UTC().Format(time.RFC3339))
+		} else {
+			msg += "; it is looked at again when it restarts"
+		}
+		r.event(j.pod, exporterRef, corev1.EventTypeNormal, jmxv1alpha1.ReasonNoJVMFound, msg)
 	case rec.rejected != "":
 		msg := fmt.Sprintf("the agent already in %s refused the current config and keeps its previous one: %s", target, rec.rejected)
 		log.Warn("operator: " + msg)
@@ -419,7 +446,7 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 	tctx, cancel := context.WithTimeout(ctx, r.opts.InjectionTimeout)
 	out, err := j.strategy.Reconfigure(tctx, target, req)
 	cancel()
-	if ctx.Err() != nil {
+	if inject.Resume(ctx) != nil || ctx.Err() != nil {
 		return
 	}
 	took := time.Since(start)

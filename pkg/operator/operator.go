@@ -99,11 +99,20 @@ type Options struct {
 	LocalAttachHelper, LocalAgentJar string
 	// InjectionTimeout bounds one injection of one container.
 	InjectionTimeout time.Duration
-	// Parallelism is how many pods are injected at once.
+	// Parallelism is how many injection jobs hold a slot at once: reading
+	// the pod, adding the ephemeral container or opening the exec, writing
+	// the record. A job waiting for jmx-attach to find a JVM (up to
+	// JVMWait) or for the pod cache holds none. Slots go round-robin
+	// between exporters with jobs queued.
 	Parallelism int
 	// JVMWait is how long after a container's start a JVM may take to
 	// appear.
 	JVMWait time.Duration
+	// LateJVMInterval is the wait before a container start in which no JVM
+	// appeared within JVMWait is looked at again, doubling after each look
+	// up to MaxLateJVMInterval; 0 means DefaultLateJVMInterval, a negative
+	// value turns these looks off (a restart is still looked at).
+	LateJVMInterval time.Duration
 	// Resync is how often every exporter is handled again even when nothing
 	// changed (0: never; the command's default is 10m). Handling is
 	// level-driven, so a resync only repeats what the state calls for: it
@@ -281,6 +290,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.JVMWait <= 0 {
 		o.JVMWait = DefaultJVMWait
+	}
+	if o.LateJVMInterval == 0 {
+		o.LateJVMInterval = DefaultLateJVMInterval
 	}
 	if o.BreakerWindow <= 0 {
 		o.BreakerWindow = DefaultBreakerWindow

@@ -107,7 +107,8 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 		// The job wakes the exporter once its pod's slot is free again, so
 		// that the look it triggers sees the job done.
 		wake := func() { r.wake(ctx, job.exporter) }
-		if !r.pool.TryRunThen(ctx, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) }, wake) && job.canary {
+		// Slots go round-robin between exporters (the pool's groups).
+		if !r.pool.TryRunFor(ctx, job.exporter, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) }, wake) && job.canary {
 			r.clearCanary(job.exporter, string(job.pod.UID))
 		}
 	}
@@ -116,7 +117,7 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 	for _, job := range plan.recordJobs {
 		job := job
 		wake := func() { r.wake(ctx, job.exporter) }
-		r.pool.TryRunThen(ctx, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) }, wake)
+		r.pool.TryRunFor(ctx, job.exporter, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) }, wake)
 	}
 	r.restartRefused(ctx, ex, plan)
 	r.releaseDeparted(ctx, ex, plan.departed)
@@ -231,6 +232,10 @@ type plan struct {
 	// ownAnnotations are "pod (keys)" of injected pods that keep their own
 	// prometheus.io annotations, where the operator set none.
 	ownAnnotations []string
+
+	// waitingJVM are the "pod/container" found without a JVM that are
+	// looked at again for one that starts late (latejvm.go).
+	waitingJVM []string
 
 	// configSHA is the config's sha256 (hex); configHash its prefix, as the
 	// pods' records keep it. generation is the exporter's.
@@ -855,6 +860,7 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 			j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: ok})
 		case ok && c.NoJVM:
 			noJVM++
+			r.planNoJVM(p, j, pod, cs, c, canInject)
 		case ok:
 			jvms += len(c.JVMs)
 			for _, jr := range c.JVMs {
@@ -899,6 +905,7 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 			j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: ok})
 		}
 	}
+	r.retries.keepOnly(pod, pod.Status.ContainerStatuses)
 	if jvms > 0 && len(rec.Kept) > 0 {
 		p.ownAnnotations = append(p.ownAnnotations, fmt.Sprintf("%s (%s)", pod.Name, strings.Join(rec.Kept, ", ")))
 	}
@@ -1070,6 +1077,7 @@ func (r *Reconciler) exportersOfPod(ctx context.Context, obj runtime.Object) []s
 	if !ok {
 		return nil
 	}
+	r.pruneIfGone(ctx, pod)
 	var keys []string
 	if rec := readRecord(pod); rec.Exporter != "" {
 		keys = append(keys, pod.Namespace+"/"+rec.Exporter)
@@ -1309,7 +1317,7 @@ func (r *Reconciler) readyCondition(p *plan, counts map[string]int) metav1.Condi
 	case counts[podNotAtStart] > 0:
 		return ready(false, jmxv1alpha1.ReasonNotInjectedAtStart, notAtStartMessage(p))
 	case counts[podNoJVM] > 0 && counts[podNoJVM]+counts[podConflict] == len(p.matched):
-		return ready(false, jmxv1alpha1.ReasonNoJVMFound, "no JVM runs in the selected containers of the matched pods")
+		return p.noJVMCondition()
 	case counts[podPending] > 0:
 		msg := "waiting for " + limitList(p.pending, 10)
 		if p.held != "" {
@@ -1459,10 +1467,12 @@ func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
 	return nil
 }
 
-// retries remembers transient failures per container start, for backoff.
+// retries remembers transient failures per container start, for backoff, by
+// pod: a pod's entries go with the pod (pruneIfGone), and those of its
+// containers' earlier starts at the next plan of the pod (keepOnly).
 type retries struct {
 	mu sync.Mutex
-	m  map[string]retry
+	m  map[string]map[string]retry // pod UID -> container/containerID -> retry
 }
 
 type retry struct {
@@ -1470,17 +1480,24 @@ type retry struct {
 	next     time.Time
 }
 
-func newRetries() *retries { return &retries{m: map[string]retry{}} }
+func newRetries() *retries { return &retries{m: map[string]map[string]retry{}} }
 
 func retryKey(pod *corev1.Pod, container, containerID string) string {
 	return string(pod.UID) + "/" + container + "/" + containerID
 }
 
+// splitRetryKey splits a retryKey into the pod's UID and the rest.
+func splitRetryKey(key string) (string, string) {
+	uid, rest, _ := strings.Cut(key, "/")
+	return uid, rest
+}
+
 // wait is how long until key may be tried again (0: now).
 func (r *retries) wait(key string) time.Duration {
+	uid, rest := splitRetryKey(key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if d := time.Until(r.m[key].next); d > 0 {
+	if d := time.Until(r.m[uid][rest].next); d > 0 {
 		return d
 	}
 	return 0
@@ -1489,21 +1506,79 @@ func (r *retries) wait(key string) time.Duration {
 // failed records a transient failure and returns the backoff: 2s doubling to
 // 5m.
 func (r *retries) failed(key string) time.Duration {
+	uid, rest := splitRetryKey(key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e := r.m[key]
+	pod := r.m[uid]
+	if pod == nil {
+		pod = map[string]retry{}
+		r.m[uid] = pod
+	}
+	e := pod[rest]
 	d := 2 * time.Second << min(e.attempts, 8)
 	if d > 5*time.Minute {
 		d = 5 * time.Minute
 	}
 	e.attempts++
 	e.next = time.Now().Add(d)
-	r.m[key] = e
+	pod[rest] = e
 	return d
 }
 
 func (r *retries) forget(key string) {
+	uid, rest := splitRetryKey(key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.m, key)
+	delete(r.m[uid], rest)
+	if len(r.m[uid]) == 0 {
+		delete(r.m, uid)
+	}
+}
+
+// hasPod says whether the pod with uid has entries.
+func (r *retries) hasPod(uid string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.m[uid]
+	return ok
+}
+
+// forgetPod drops every entry of the pod with uid.
+func (r *retries) forgetPod(uid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, uid)
+}
+
+// keepOnly drops the pod's entries of container starts other than the
+// current ones (statuses): a restarted container's earlier start is never
+// tried again.
+func (r *retries) keepOnly(pod *corev1.Pod, statuses []corev1.ContainerStatus) {
+	uid := string(pod.UID)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	entries, ok := r.m[uid]
+	if !ok {
+		return
+	}
+	current := make(map[string]bool, len(statuses))
+	for _, cs := range statuses {
+		_, rest := splitRetryKey(retryKey(pod, cs.Name, cs.ContainerID))
+		current[rest] = true
+	}
+	for k := range entries {
+		if !current[k] {
+			delete(entries, k)
+		}
+	}
+	if len(entries) == 0 {
+		delete(r.m, uid)
+	}
+}
+
+// pods is the number of pods with entries.
+func (r *retries) pods() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
 }

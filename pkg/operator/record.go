@@ -99,8 +99,20 @@ type ContainerRecord struct {
 	InjectedAt *metav1.Time `json:"injectedAt,omitempty"`
 	// JVMs are the JVMs that have the agent.
 	JVMs []JVMRecord `json:"jvms,omitempty"`
-	// NoJVM is true when no (selected) JVM runs in the container.
+	// NoJVM is true when no (selected) JVM runs in the container. It is not
+	// final: the container start is looked at again for a JVM that starts
+	// late, at NextLookAt, unless LooksEnded says why not.
 	NoJVM bool `json:"noJVM,omitempty"`
+	// Looks counts the looks for a JVM in this container start that found
+	// none (a record with NoJVM).
+	Looks int `json:"looks,omitempty"`
+	// NextLookAt is when the container start is looked at again for a JVM
+	// that started late (a record with NoJVM).
+	NextLookAt *metav1.Time `json:"nextLookAt,omitempty"`
+	// LooksEnded says why a container start without a JVM is no longer
+	// looked at (the pod's budget of ephemeral containers is kept for its
+	// next starts); its next start is looked at as usual.
+	LooksEnded string `json:"looksEnded,omitempty"`
 	// Failure is a permanent failure of this container start. It is not
 	// retried while the container start, the exporter's generation and the
 	// config are the ones it was met with (Generation, ConfigHash): asking
