@@ -50,6 +50,9 @@ const fieldManager = "prometheus-jmx-exporter-operator"
 // indexConfigMap indexes exporters by the ConfigMap they read.
 const indexConfigMap = "configmap"
 
+// indexRecordedBy indexes pods by the exporter their record names.
+const indexRecordedBy = "recorded-by"
+
 // Defaults of Options.
 const (
 	DefaultInjectionTimeout = 2 * time.Minute
@@ -191,6 +194,7 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		op:         op,
 		opts:       o,
 		read:       query.For(op),
+		configMaps: newConfigMaps(query.For(op)),
 		pool:       inject.NewPool(o.Parallelism),
 		metrics:    newMetrics(op.Registerer()),
 		conditions: newConditionMetric(op.Registerer()),
@@ -230,12 +234,14 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		return nil, fmt.Errorf("operator: watch exporters: %w", err)
 	}
 	if err := op.Watch("v1", "Pod", ns, 0,
-		sdk.WithName(WatchPods), sdk.WithTransform(TrimPod),
+		sdk.WithName(WatchPods), sdk.WithTransform(TrimPod), sdk.WithIndex(indexRecordedBy, recordedByIndex),
 		sdk.WithMapTo(WatchExporters, r.exportersOfPod)); err != nil {
 		return nil, fmt.Errorf("operator: watch pods: %w", err)
 	}
+	// ConfigMaps: identities only (configMaps holds the data of those that
+	// exporters read).
 	if err := op.Watch("v1", "ConfigMap", ns, 0,
-		sdk.WithName(WatchConfigMaps),
+		sdk.WithName(WatchConfigMaps), sdk.WithMetadataOnly(), sdk.WithTransform(configMapIdentity),
 		sdk.WithMapTo(WatchExporters, r.exportersOfConfigMap)); err != nil {
 		return nil, fmt.Errorf("operator: watch configmaps: %w", err)
 	}
@@ -316,6 +322,23 @@ func configMapIndex(obj runtime.Object) ([]string, error) {
 		return nil, nil
 	}
 	return []string{ex.Spec.Config.ConfigMapName}, nil
+}
+
+// recordedByIndex indexes a pod under the name of the exporter its record
+// names, so that a look at an exporter finds the pods that left its
+// selector among its own pods, not among every pod of the namespace.
+func recordedByIndex(obj runtime.Object) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if _, ok := pod.Annotations[AnnotationAgents]; !ok {
+		return nil, nil
+	}
+	if name := readRecord(pod).Exporter; name != "" {
+		return []string{name}, nil
+	}
+	return nil, nil
 }
 
 // TrimPod keeps only what the operator reads of a pod, so that the pod cache

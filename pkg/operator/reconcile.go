@@ -33,6 +33,7 @@ type Reconciler struct {
 	op         *sdk.Operator
 	opts       Options
 	read       *query.Reader
+	configMaps *configMaps
 	pool       *inject.Pool
 	metrics    *metrics
 	conditions *conditionMetric
@@ -465,7 +466,22 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	} else {
 		r.gate(ex.Namespace+"/"+ex.Name, p)
 	}
+	ownPods(p.jobs)
+	ownPods(p.recordJobs)
 	return p
+}
+
+// ownPods gives each job a Pod of its own. A job is planned with a pointer
+// into the plan's list of pods, and a job queued in the pool would keep the
+// whole list alive, every pod the plan read, until it runs: with a backlog,
+// each look at an exporter kept all its pods once more (issue 28: 9.2 GiB at
+// 7,500 pods). The copy shares the pod's fields, which the list does not
+// hold.
+func ownPods(jobs []*job) {
+	for _, j := range jobs {
+		own := *j.pod
+		j.pod = &own
+	}
 }
 
 // rejectedCondition is ConfigValid=False for a config an agent refused.
@@ -945,10 +961,13 @@ type endpointKey struct {
 
 // departed returns the pods that carry ex's record although its selector no
 // longer matches them (their labels changed, or the selector did): the
-// operator's annotations on them go.
+// operator's annotations on them go. They are found among the pods that
+// carry ex's record (indexRecordedBy), not among every pod of the
+// namespace: a namespace of a thousand exporters of ten pods each decoded
+// its 10,000 pods at every look at each.
 func (r *Reconciler) departed(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, sel labels.Selector) []*corev1.Pod {
 	var pods corev1.PodList
-	if err := r.read.List(ctx, ex.Namespace, &pods, query.FromWatch(WatchPods)); err != nil {
+	if err := r.read.List(ctx, ex.Namespace, &pods, query.FromWatch(WatchPods), query.MatchingIndex(indexRecordedBy, ex.Name)); err != nil {
 		return nil
 	}
 	var out []*corev1.Pod
@@ -1026,9 +1045,8 @@ func (r *Reconciler) loadConfig(ctx context.Context, ex *jmxv1alpha1.PrometheusJ
 			jmxv1alpha1.ReasonDefaultConfig, "spec.config is absent; the built-in config exports every MBean attribute")
 	}
 	name, key := spec.Config.ConfigMapName, spec.Config.ConfigMapKey
-	var cm corev1.ConfigMap
-	cm.Namespace, cm.Name = ex.Namespace, name
-	if err := r.read.Get(ctx, &cm); err != nil {
+	cm, err := r.configMaps.get(ctx, ex.Namespace, name)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, condition(jmxv1alpha1.ConditionConfigValid, false, jmxv1alpha1.ReasonConfigMapNotFound,
 				fmt.Sprintf("ConfigMap %s not found in namespace %s; create it with the exporter config under key %q", name, ex.Namespace, key))
@@ -1100,7 +1118,8 @@ func (r *Reconciler) exportersOfPod(ctx context.Context, obj runtime.Object) []s
 }
 
 // exportersOfConfigMap maps a ConfigMap event to the exporters that read it,
-// through the exporters' index.
+// through the exporters' index. The ConfigMaps watch holds metadata only,
+// so obj is a *metav1.PartialObjectMetadata.
 func (r *Reconciler) exportersOfConfigMap(ctx context.Context, obj runtime.Object) []string {
 	cm, ok := obj.(metav1.Object)
 	if !ok {
@@ -1109,6 +1128,10 @@ func (r *Reconciler) exportersOfConfigMap(ctx context.Context, obj runtime.Objec
 	var exporters jmxv1alpha1.PrometheusJmxExporterList
 	if err := r.read.List(ctx, cm.GetNamespace(), &exporters, query.MatchingIndex(indexConfigMap, cm.GetName())); err != nil {
 		return nil
+	}
+	if len(exporters.Items) == 0 {
+		// No exporter reads it (any more): its data, if held, goes.
+		r.configMaps.forget(cm.GetNamespace() + "/" + cm.GetName())
 	}
 	keys := make([]string, 0, len(exporters.Items))
 	for _, ex := range exporters.Items {
