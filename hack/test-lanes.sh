@@ -81,9 +81,10 @@ for p in "${long[@]}" "${selected[@]}"; do
 done
 
 # go_test_groups DIR P PKG...: go test -p P the packages, the binaries kept
-# in DIR-1/, DIR-2/, ...: a package goes to the first group where no other
-# has its binary's name; the groups run side by side. Status 1 when any
-# failed.
+# in DIR-1/, DIR-2/, ...: a package with tests goes to the first group where
+# no other has its binary's name; the packages without tests (go test builds
+# and vets them, and links nothing) go in one more group without -o; the
+# groups run side by side. Status 1 when any failed.
 declare -A group_of=()
 group_packages() { # DIR PKG...: sets group_of[PKG] to its -o directory
   local dir=$1 p name k
@@ -97,17 +98,27 @@ group_packages() { # DIR PKG...: sets group_of[PKG] to its -o directory
   done
 }
 go_test_groups() { # DIR P PKG...
-  local dir=$1 p=$2 status=0 pids=() g pid
+  local dir=$1 p=$2 status=0 pids=() g pid tested=() untested=()
   shift 2
-  group_packages "$dir" "$@"
+  declare -A has_tests=()
+  while read -r pkg; do [[ -z $pkg ]] || has_tests[$pkg]=1; done < <(
+    $GO list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' "$@")
+  for pkg in "$@"; do
+    if [[ -n ${has_tests[$pkg]:-} ]]; then tested+=("$pkg"); else untested+=("$pkg"); fi
+  done
+  group_packages "$dir" "${tested[@]}"
   declare -A members=()
-  for pkg in "$@"; do members[${group_of[$pkg]}]+=" $pkg"; done
+  for pkg in "${tested[@]}"; do members[${group_of[$pkg]}]+=" $pkg"; done
   for g in "${!members[@]}"; do
     mkdir -p "$g"
     # shellcheck disable=SC2086 # a word list of import paths
     $GO test "${testflags[@]}" -p "$p" -o "$g/" ${members[$g]} &
     pids+=($!)
   done
+  if [[ ${#untested[@]} -gt 0 ]]; then
+    $GO test "${testflags[@]}" -p "$p" "${untested[@]}" &
+    pids+=($!)
+  fi
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
   return $status
 }
