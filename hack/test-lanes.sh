@@ -10,7 +10,8 @@
 #     builds, the Prometheus server's start, the test binary's start) runs
 #     beside the other's tests, and that much comes off the lane's length;
 #   rest lane: every other package of PKGS (LONG_PKGS first, so that the lane
-#     ends on short packages; go test -p REST_P), then each module of MODULES;
+#     ends on short packages; go test -p REST_P), then the modules of MODULES
+#     side by side;
 #
 # and beside them `make test-late`, the builds that only some later tests
 # need (the Prometheus server, the test-only modules' commands).
@@ -155,15 +156,22 @@ node_lane() {
 }
 
 rest_lane() {
-  local status=0 m
+  local status=0 m pids=() pid
   if [[ ${#rest[@]} -gt 0 ]]; then
     go_test_groups "$TESTBIN/rest" "$REST_P" "${rest[@]}" || status=1
   fi
+  # The modules side by side: the lane's packages have ended, the machine's
+  # second core is mostly idle by then, and the longest module (bench's
+  # smoke test, about 30 s) alone is the lane's tail rather than the sum.
+  if [[ ${#modules[@]} -gt 0 ]]; then
+    echo "# ${modules[*]}: modules of their own, side by side"
+  fi
   for m in "${modules[@]}"; do
-    echo "# $m: a module of its own"
     (cd "$m" && mapfile -t mpkgs < <($GO list ./...) &&
-      go_test_groups "$TESTBIN/module-${m//\//-}" "$REST_P" "${mpkgs[@]}") || status=1
+      go_test_groups "$TESTBIN/module-${m//\//-}" "$REST_P" "${mpkgs[@]}") &
+    pids+=($!)
   done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
   return $status
 }
 
