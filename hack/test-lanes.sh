@@ -4,11 +4,13 @@
 #
 #   node lane: the packages whose tests start a cluster-mode node (NODE_PKGS,
 #     in that order): the first alone (pkg/testenv, whose own tests are about
-#     that lock and its turns), then the others two at a time (go test -p 2):
-#     they take turns on the machine-wide node lock, so only what a package
-#     does before it takes the lock (test/e2e's and clustertest's image
-#     builds, the Prometheus server's start, the test binary's start) runs
-#     beside the other's tests, and that much comes off the lane's length;
+#     that lock and its turns), then the others at once (clustertest and the
+#     memcached e2e with go test -p 2, test/e2e beside them: two packages
+#     named e2e cannot share one -o directory): they take turns on the
+#     machine-wide node lock, so only what a package does before it takes the
+#     lock (test/e2e's and clustertest's image builds, the Prometheus
+#     server's start, the test binary's start) runs beside another's tests,
+#     and that much comes off the lane's length;
 #   rest lane: every other package of PKGS (LONG_PKGS first, so that the lane
 #     ends on short packages; go test -p REST_P), then the modules of MODULES
 #     side by side;
@@ -147,8 +149,8 @@ node_lane() {
   go_test_groups "$TESTBIN/node0" 1 "${node[0]}" || status=1
   if [[ -n $pid ]]; then
     wait "$pid" || true # a build error shows again in go test's own output
-    # Two at a time: one holds the node lock while the next builds its
-    # images and then waits for the lock (testenv.Start waits as long as its
+    # At once: one holds the node lock while the others build their images
+    # and then wait for the lock (testenv.Start waits as long as its
     # context allows; the tests' -timeout covers the wait).
     go_test_groups "$TESTBIN/node" 2 "${node[@]:1}" || status=1
   fi
@@ -175,7 +177,7 @@ rest_lane() {
   return $status
 }
 
-echo "make test: node lane (-p 1, then -p 2): ${#node[@]} packages; rest lane (-p $REST_P): ${#rest[@]} packages and ${modules[*]:-no modules}; logs in $LOGDIR"
+echo "make test: node lane (one, then the others at once): ${#node[@]} packages; rest lane (-p $REST_P): ${#rest[@]} packages and ${modules[*]:-no modules}; logs in $LOGDIR"
 start=$SECONDS
 set +e
 ( $MAKE --no-print-directory test-late 2>&1 | tee "$LOGDIR/late.log" | sed -u 's/^/late| /' ) &

@@ -12,7 +12,9 @@
 //   - a sample application (BuildSampleApp) that registers MBeans whose values change over time and runs until
 //     it is killed.
 //
-// StartJVM runs the sample application as a child process and kills it when the test ends.
+// StartJVM runs the sample application as a child process and kills it when the test ends, with LightFlags (the
+// client compiler and the serial collector: about half the CPU of the JDK's defaults over a test's seconds)
+// unless Options.DefaultCompilers is set.
 package jvmtest
 
 import (

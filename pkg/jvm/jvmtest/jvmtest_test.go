@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -176,5 +177,55 @@ func TestCompiledClassesAreTakenFromTheCache(t *testing.T) {
 	jvm := StartJVM(t, Options{App: second})
 	if jvm.Pid <= 0 {
 		t.Fatalf("sample application from cached classes: pid %d", jvm.Pid)
+	}
+}
+
+// TestJVMsRunWithLightFlagsUnlessTheTestChoosesOtherwise: a JVM gets
+// LightFlags before the test's own options; a test that chooses a collector
+// gets the client compiler but not a second collector (which would stop the
+// JVM: the real JVM below starts); DefaultCompilers leaves the JDK's
+// defaults.
+func TestJVMsRunWithLightFlagsUnlessTheTestChoosesOtherwise(t *testing.T) {
+	cases := []struct {
+		opts Options
+		want []string
+	}{
+		{Options{JVMArgs: []string{"-Xmx64m"}}, []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx64m"}},
+		{Options{JVMArgs: []string{"-XX:+UseParallelGC"}}, []string{"-XX:TieredStopAtLevel=1", "-XX:+UseParallelGC"}},
+		{Options{JVMArgs: []string{"-Xmx64m"}, DefaultCompilers: true}, []string{"-Xmx64m"}},
+		{Options{DefaultCompilers: true}, nil},
+	}
+	for _, tc := range cases {
+		if got := jvmOptions(tc.opts); !slices.Equal(got, tc.want) {
+			t.Errorf("jvmOptions(%+v) = %q, want %q", tc.opts, got, tc.want)
+		}
+	}
+	app, err := BuildSampleApp(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opts       Options
+		want, gone []string
+	}{
+		{Options{App: app, JVMArgs: []string{"-XX:+UseParallelGC"}}, []string{"-XX:TieredStopAtLevel=1", "-XX:+UseParallelGC"}, []string{"-XX:+UseSerialGC"}},
+		{Options{App: app, DefaultCompilers: true}, nil, LightFlags},
+	} {
+		j := StartJVM(t, tc.opts)
+		raw, err := os.ReadFile("/proc/" + strconv.Itoa(j.Pid) + "/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmdline := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		for _, f := range tc.want {
+			if !slices.Contains(cmdline, f) {
+				t.Errorf("JVM %v lacks %s", cmdline, f)
+			}
+		}
+		for _, f := range tc.gone {
+			if slices.Contains(cmdline, f) {
+				t.Errorf("JVM %v has %s", cmdline, f)
+			}
+		}
 	}
 }
