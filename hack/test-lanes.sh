@@ -180,11 +180,14 @@ rest_lane() {
 echo "make test: node lane (one, then the others at once): ${#node[@]} packages; rest lane (-p $REST_P): ${#rest[@]} packages and ${modules[*]:-no modules}; logs in $LOGDIR"
 start=$SECONDS
 set +e
-( $MAKE --no-print-directory test-late 2>&1 | tee "$LOGDIR/late.log" | sed -u 's/^/late| /' ) &
+# The lanes close the lock's descriptor: this shell holds the lock, and a
+# process a test leaves behind must not keep it (the next run would then
+# link every binary into a directory of its own).
+( exec {testbin_lock}>&-; $MAKE --no-print-directory test-late 2>&1 | tee "$LOGDIR/late.log" | sed -u 's/^/late| /' ) &
 late_pid=$!
-( node_lane 2>&1 | tee "$LOGDIR/node.log" | sed -u 's/^/node| /' ) &
+( exec {testbin_lock}>&-; node_lane 2>&1 | tee "$LOGDIR/node.log" | sed -u 's/^/node| /' ) &
 node_pid=$!
-( rest_lane 2>&1 | tee "$LOGDIR/rest.log" | sed -u 's/^/rest| /' ) &
+( exec {testbin_lock}>&-; rest_lane 2>&1 | tee "$LOGDIR/rest.log" | sed -u 's/^/rest| /' ) &
 rest_pid=$!
 trap 'kill "$late_pid" "$node_pid" "$rest_pid" 2>/dev/null; [[ -z $testbin_own ]] || rm -rf "$testbin_own"' INT TERM
 wait "$late_pid"; late_status=$?
