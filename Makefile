@@ -10,17 +10,18 @@ PKGS      ?= ./...
 # -trimpath keeps the checkout's path out of what the compiler produces, so
 # that a fresh clone elsewhere (CI's) reuses the build cache of an earlier one
 # instead of compiling every package of the repository again.
-# -ldflags=-w: go test links every test binary again on each run, and
-# without DWARF (which only a debugger reads; stack traces and the race
-# detector's reports use the symbol table) a link takes about a fifth less.
+# -ldflags=-w: without DWARF (which only a debugger reads; stack traces and
+# the race detector's reports use the symbol table) a link takes about a
+# fifth less. Test binaries are kept between runs (hack/test-lanes.sh,
+# TESTBIN), so only those whose code changed are linked again.
 TESTFLAGS ?= -race -trimpath -ldflags=-w -count=1 -timeout 40m
 # The modules of their own that `make test` also tests (in the second lane).
 MODULES   ?= $(if $(filter ./...,$(PKGS)),test/monitoring test/helm bench)
 # The packages whose tests start a cluster-mode node (testenv.WithNode or
 # WithServiceProxy). They take turns on the machine-wide node lock, so `make
 # test` runs them in a lane of their own (the node lane) beside every other
-# package (the rest lane): the first alone, the others two at a time, so that
-# one builds its images while the other holds the node (hack/test-lanes.sh).
+# package (the rest lane): the first alone, then the others at once, so that
+# one builds its images while another holds the node (hack/test-lanes.sh).
 # test/e2e comes last: it runs the Prometheus server, which builds
 # (test-late) while the first node packages run.
 # TestNodePackagesAreListed (hack/lanes_test.go) fails when this list is not
@@ -33,8 +34,8 @@ NODE_PKGS := ./pkg/testenv ./pkg/testenv/clustertest ./examples/memcached-operat
 LONG_PKGS := ./pkg/operator ./pkg/inject/atstart ./hack ./pkg/jvm/jvmtest ./pkg/jvm ./cmd/jmx-attach ./pkg/sdk ./test/deploy \
 	./pkg/testenv/outsidemodule ./pkg/leader ./pkg/images/testimages ./hack/demo
 # How many packages the rest lane builds and runs at once (go test -p): with
-# 2, the next package's test binary links while one runs (go test links every
-# test binary again on each run, a few seconds to 15 s each under -race).
+# 2, the next package's test binary builds (when its code changed) while one
+# runs.
 REST_P    ?= 2
 BIN       ?= bin
 # Flags for hack/demo, e.g. DEMOFLAGS=-exit to stop after the metrics are printed.

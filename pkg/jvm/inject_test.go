@@ -211,10 +211,13 @@ func TestNonJVMIsNeverSignalled(t *testing.T) {
 	}
 }
 
+// TestInjectServesMBeanMetric runs its JVM with the JDK's default compilers
+// and collector, as most users run theirs (the other tests' JVMs run with
+// jvmtest.LightFlags).
 func TestInjectServesMBeanMetric(t *testing.T) {
 	t.Parallel()
 	needJava(t)
-	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp})
+	jv := jvmtest.StartJVM(t, jvmtest.Options{App: testApp, DefaultCompilers: true})
 	port := freePort(t)
 	dir := testTargetDir(t)
 	res := newTestInjector(t, WithTargetDir(dir)).Inject(context.Background(), jv.Pid, loopbackAgent(port))

@@ -12,7 +12,9 @@
 //   - a sample application (BuildSampleApp) that registers MBeans whose values change over time and runs until
 //     it is killed.
 //
-// StartJVM runs the sample application as a child process and kills it when the test ends.
+// StartJVM runs the sample application as a child process and kills it when the test ends, with LightFlags (the
+// client compiler and the serial collector: about half the CPU of the JDK's defaults over a test's seconds)
+// unless Options.DefaultCompilers is set.
 package jvmtest
 
 import (
@@ -20,6 +22,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"embed"
 	"errors"
 	"fmt"
@@ -98,7 +101,16 @@ func BuildSampleApp(dir string) (App, error) {
 	return App{Jar: jar, ClassesDir: classes, MainClass: SampleMainClass}, nil
 }
 
+// javacArgs are the options compile gives javac: --release 8 keeps the classes loadable by every JVM the
+// exporter supports; -Xlint:-options silences the "release 8 is deprecated" note newer compilers print.
+var javacArgs = []string{"--release", "8", "-Xlint:-options", "-encoding", "UTF-8"}
+
 // compile writes the embedded sources under srcRoot into dir and compiles them into dir/<out>.
+//
+// The classes are kept in javacCacheDir under a key of the sources, the javac found on PATH (its resolved path,
+// size and modification time) and javacArgs, and copied from there when the key was compiled before: javac takes
+// about a CPU second, and every test binary that starts a JVM builds these two programs. A cache that cannot be
+// read or written is passed over: compile then runs javac as if there were none.
 func compile(dir, srcRoot, out string) (string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -115,6 +127,7 @@ func compile(dir, srcRoot, out string) (string, error) {
 		}
 	}
 	var files []string
+	key := sha256.New()
 	err = fs.WalkDir(sources, srcRoot, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -123,6 +136,8 @@ func compile(dir, srcRoot, out string) (string, error) {
 		if err != nil {
 			return err
 		}
+		fmt.Fprintf(key, "%s %d\n", path, len(data))
+		key.Write(data)
 		target := filepath.Join(srcDir, strings.TrimPrefix(path, srcRoot+"/"))
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 			return err
@@ -133,11 +148,19 @@ func compile(dir, srcRoot, out string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	cached := ""
+	if id, err := javacIdentity(); err == nil {
+		if cacheRoot, err := javacCacheDir(); err == nil {
+			fmt.Fprintf(key, "javac %s\nargs %q\n", id, javacArgs)
+			cached = filepath.Join(cacheRoot, fmt.Sprintf("%x", key.Sum(nil)))
+			if copyTree(cached, classes) == nil {
+				return classes, nil
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), javacTimeout)
 	defer cancel()
-	// --release 8 keeps the classes loadable by every JVM the exporter supports; -Xlint:-options silences the
-	// "release 8 is deprecated" note newer compilers print.
-	args := append([]string{"--release", "8", "-Xlint:-options", "-encoding", "UTF-8", "-d", classes}, files...)
+	args := append(append(append([]string{}, javacArgs...), "-d", classes), files...)
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, "javac", args...)
 	cmd.Stdout = &stderr
@@ -145,7 +168,74 @@ func compile(dir, srcRoot, out string) (string, error) {
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("javac: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
+	if cached != "" {
+		keepClasses(classes, cached)
+	}
 	return classes, nil
+}
+
+// javacCacheDir is where compile keeps compiled classes: ${XDG_CACHE_HOME:-$HOME/.cache}/handlerkit/javac.
+func javacCacheDir() (string, error) {
+	agentDir, err := JMXExporterCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(agentDir), "javac"), nil
+}
+
+// javacIdentity names the javac on PATH for compile's cache key: its resolved path, size and modification time
+// (another JDK, or the same path upgraded, is another key).
+func javacIdentity() (string, error) {
+	path, err := exec.LookPath("javac")
+	if err != nil {
+		return "", err
+	}
+	if path, err = filepath.EvalSymlinks(path); err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s %d %d", path, fi.Size(), fi.ModTime().UnixNano()), nil
+}
+
+// keepClasses copies the classes javac wrote into cached: into a temporary directory beside it, renamed into
+// place, so that another process never reads a half-written entry. Failing that (another process was first,
+// or the cache is not writable), it keeps nothing.
+func keepClasses(classes, cached string) {
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
+		return
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(cached), ".tmp-")
+	if err != nil {
+		return
+	}
+	defer os.RemoveAll(tmp)
+	if copyTree(classes, tmp) == nil {
+		_ = os.Rename(tmp, cached)
+	}
+}
+
+// copyTree copies the regular files under src into dst, which it creates; src must exist.
+func copyTree(src, dst string) error {
+	if _, err := os.Stat(src); err != nil {
+		return err
+	}
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		return copyFile(path, target)
+	})
 }
 
 // WriteJar writes a jar at jarPath holding every file under classesDir and a manifest with attrs (besides
