@@ -8,7 +8,9 @@ import (
 
 // conditionMetric is jmx_operator_exporter_condition: 1 for each condition
 // an exporter's status holds, labelled with its type, status and reason, as
-// the leader last wrote it. The alerts
+// the leader last computed it: a change that is not urgent reaches the
+// status object up to StatusDelay later (paced writes), the gauge at once.
+// The alerts
 // (charts/prometheus-jmx-exporter-operator/files/prometheus-rules.yaml) read
 // Degraded from it.
 type conditionMetric struct {
