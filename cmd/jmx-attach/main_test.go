@@ -52,8 +52,9 @@ func setup(m *testing.M) (int, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return 0, err
 	}
-	// Kept between runs (testbuild.Build): a warm run does not link it again.
-	bins, err := testbuild.Build(context.Background(), "", dir, nil, []string{"CGO_ENABLED=0"}, ".")
+	// Built as it ships (testbuild.ReleaseFlags) and kept between runs
+	// (testbuild.Build): a warm run does not link it again.
+	bins, err := testbuild.Build(context.Background(), "", dir, testbuild.ReleaseFlags, testbuild.ReleaseEnv, ".")
 	if err != nil {
 		return 0, fmt.Errorf("build: %w", err)
 	}

@@ -25,6 +25,16 @@ import (
 // ${XDG_CACHE_HOME:-$HOME/.cache}/handlerkit/testbuild.
 const EnvCache = "HANDLERKIT_TESTBUILD_CACHE"
 
+// ReleaseFlags and ReleaseEnv are how the shipped binaries are built (the
+// Dockerfile, make build): static and trimmed. Tests that run a command as it
+// ships build it with these, and then share the compiled packages with the
+// images' binaries (pkg/images/testimages) instead of compiling the
+// command's whole dependency graph once more with cgo and full paths.
+var (
+	ReleaseFlags = []string{"-trimpath", "-ldflags=-s -w"}
+	ReleaseEnv   = []string{"CGO_ENABLED=0"}
+)
+
 // lockPoll is how often Build tries again for a kept directory that another
 // build holds.
 const lockPoll = 100 * time.Millisecond

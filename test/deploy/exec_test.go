@@ -175,7 +175,8 @@ func checkStrategiesFromSettings(t *testing.T, dir string) {
 // EphemeralContainer strategy only, which is what the default installs grant
 // (TestExecIsOptIn), and it has the flags the chart passes.
 func TestOperatorDefaultsAreTheDefaultInstalls(t *testing.T) {
-	bins, err := testbuild.Build(t.Context(), repo, t.TempDir(), nil, nil, "./cmd/prometheus-jmx-exporter-operator")
+	bins, err := testbuild.Build(t.Context(), repo, t.TempDir(), testbuild.ReleaseFlags, testbuild.ReleaseEnv,
+		"./cmd/prometheus-jmx-exporter-operator")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/handlerkit/handlerkit/internal/testbuild"
@@ -107,8 +108,8 @@ func buildStatic(ctx context.Context, dir, pkg, out string, env []string) error 
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bins, err := testbuild.Build(ctx, dir, tmp, []string{"-trimpath", "-ldflags=-s -w"},
-		append([]string{"CGO_ENABLED=0"}, env...), pkg)
+	bins, err := testbuild.Build(ctx, dir, tmp, testbuild.ReleaseFlags,
+		append(slices.Clone(testbuild.ReleaseEnv), env...), pkg)
 	if err != nil {
 		return err
 	}
