@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handlerkit/handlerkit/internal/testbuild"
 	"github.com/handlerkit/handlerkit/pkg/jvm"
 	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
 	"github.com/handlerkit/handlerkit/pkg/testenv/freeport"
@@ -51,12 +52,13 @@ func setup(m *testing.M) (int, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return 0, err
 	}
-	binary = filepath.Join(dir, "jmx-attach")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("build: %v: %s", err, out)
+	// Built as it ships (testbuild.ReleaseFlags) and kept between runs
+	// (testbuild.Build): a warm run does not link it again.
+	bins, err := testbuild.Build(context.Background(), "", dir, testbuild.ReleaseFlags, testbuild.ReleaseEnv, ".")
+	if err != nil {
+		return 0, fmt.Errorf("build: %w", err)
 	}
+	binary = bins[0]
 	if agentJar, err = jvmtest.BuildTestAgent(dir); err != nil {
 		return 0, err
 	}

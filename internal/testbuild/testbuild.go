@@ -1,6 +1,8 @@
-// Package testbuild tells tests how their own binary was built, so that the
-// commands they build (the test-only modules' tools) are compiled with the
-// same flags and share the build cache with those modules' own tests.
+// Package testbuild builds the commands that tests run. Flags tells tests
+// how their own binary was built, so that the commands they build (the
+// test-only modules' tools) are compiled with the same flags and share the
+// build cache with those modules' own tests; Build builds commands into a
+// directory kept between runs, so that a warm run does not link them again.
 package testbuild
 
 import "runtime/debug"

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/handlerkit/handlerkit/internal/testbuild"
 	"github.com/handlerkit/handlerkit/pkg/webhook"
 )
 
@@ -175,12 +175,12 @@ func checkStrategiesFromSettings(t *testing.T, dir string) {
 // EphemeralContainer strategy only, which is what the default installs grant
 // (TestExecIsOptIn), and it has the flags the chart passes.
 func TestOperatorDefaultsAreTheDefaultInstalls(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "prometheus-jmx-exporter-operator")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/prometheus-jmx-exporter-operator")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bins, err := testbuild.Build(t.Context(), repo, t.TempDir(), testbuild.ReleaseFlags, testbuild.ReleaseEnv,
+		"./cmd/prometheus-jmx-exporter-operator")
+	if err != nil {
+		t.Fatal(err)
 	}
+	bin := bins[0]
 	cmd := exec.Command(bin, "-help")
 	// Only the defaults: no setting from this process's environment.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {

@@ -58,19 +58,13 @@ var helmBuild struct {
 // buildHelmCommands runs helmBuild (ctx ends a build no test waits for).
 func buildHelmCommands(ctx context.Context) error {
 	helmBuild.once.Do(func() {
-		if err := os.MkdirAll(helmBin, 0o755); err != nil {
-			helmBuild.err = err
-			return
-		}
 		// With the flags of this test binary (testbuild.Flags), so that
 		// test/helm's own tests, later in make test, find Helm's packages
-		// compiled: on a cold machine each compile takes minutes.
-		args := append([]string{"build"}, testbuild.Flags()...)
-		args = append(args, "-o", helmBin+string(filepath.Separator), "./cmd/"+helmRender.name, "./cmd/"+helmRelease.name)
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = filepath.Join(repo, "test", "helm")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			helmBuild.err = fmt.Errorf("building test/helm's commands: %v\n%s", err, out)
+		// compiled: on a cold machine each compile takes minutes. Kept
+		// between runs (testbuild.Build), so a warm run links neither.
+		if _, err := testbuild.Build(ctx, filepath.Join(repo, "test", "helm"), helmBin, testbuild.Flags(), nil,
+			"./cmd/"+helmRender.name, "./cmd/"+helmRelease.name); err != nil {
+			helmBuild.err = fmt.Errorf("building test/helm's commands: %w", err)
 		}
 	})
 	return helmBuild.err

@@ -129,12 +129,12 @@ func TestMirroredInstallRunsTheMirroredAgentImage(t *testing.T) {
 func renderChart(t *testing.T, namespace, values string) []*unstructured.Unstructured {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "helm-render")
-	build := exec.Command("go", append(append([]string{"build"}, testbuild.Flags()...), "-o", bin, "./cmd/helm-render")...)
-	build.Dir = filepath.Join(repoRoot, "test", "helm")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building test/helm's helm-render: %v\n%s", err, out)
+	bins, err := testbuild.Build(t.Context(), filepath.Join(repoRoot, "test", "helm"), dir, testbuild.Flags(), nil,
+		"./cmd/helm-render")
+	if err != nil {
+		t.Fatalf("building test/helm's helm-render: %v", err)
 	}
+	bin := bins[0]
 	vals := filepath.Join(dir, "values.yaml")
 	if err := os.WriteFile(vals, []byte(values), 0o644); err != nil {
 		t.Fatal(err)

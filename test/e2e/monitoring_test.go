@@ -90,9 +90,11 @@ func buildMonitoringTools(ctx context.Context) {
 		}
 		monitoringTools.dir = dir
 		// With this test binary's flags (testbuild.Flags), so that
-		// test/monitoring's own tests find its packages compiled.
-		args := append(append([]string{"build"}, testbuild.Flags()...), "-o", dir+string(filepath.Separator), "./cmd/...")
-		_, monitoringTools.err = goCommand(ctx, monitoringModule(), args...)
+		// test/monitoring's own tests find its packages compiled; kept
+		// between runs (testbuild.Build), so a warm run links none. The
+		// environment is goCommand's.
+		_, monitoringTools.err = testbuild.Build(ctx, monitoringModule(), dir, testbuild.Flags(),
+			[]string{"GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false"}, "./cmd/...")
 		fmt.Fprintf(os.Stderr, "e2e: test/monitoring's commands built in %s\n", time.Since(start).Round(time.Millisecond))
 	})
 }

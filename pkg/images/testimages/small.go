@@ -174,16 +174,14 @@ func handlerkitModuleDir(ctx context.Context) (string, error) {
 // goBuildIn builds the main package pkg static (CGO_ENABLED=0, trimmed)
 // into out, running the go tool in dir, with dir's go.mod and go.sum as
 // they are, or in the current directory, as the caller set it up, when dir
-// is "".
+// is "". Like BuildGoBinary, it keeps the binary between runs.
 func goBuildIn(ctx context.Context, dir, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	var env []string
 	if dir != "" {
-		cmd.Dir = dir
-		cmd.Env = append(cmd.Env, "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false")
+		env = []string{"GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false"}
 	}
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("testimages: go build %s in %s: %w\n%s", pkg, cmp.Or(dir, "the current directory"), err, b)
+	if err := buildStatic(ctx, dir, pkg, out, env); err != nil {
+		return fmt.Errorf("testimages: go build %s in %s: %w", pkg, cmp.Or(dir, "the current directory"), err)
 	}
 	return nil
 }

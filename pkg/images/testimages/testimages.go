@@ -24,10 +24,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/handlerkit/handlerkit/internal/testbuild"
 	"github.com/handlerkit/handlerkit/pkg/images"
 )
 
@@ -89,14 +90,33 @@ func DefaultCacheDir() (string, error) {
 
 // BuildGoBinary builds the main package pkg static (CGO_ENABLED=0, trimmed)
 // into out. It runs the go tool in the current directory, which must be inside
-// the module that holds pkg.
+// the module that holds pkg. The binary is kept between runs
+// (testbuild.Build), so a rebuild of unchanged sources does not link it again.
 func BuildGoBinary(ctx context.Context, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("testimages: go build %s: %w\n%s", pkg, err, b)
+	if err := buildStatic(ctx, "", pkg, out, nil); err != nil {
+		return fmt.Errorf("testimages: go build %s: %w", pkg, err)
 	}
 	return nil
+}
+
+// buildStatic builds the main package pkg static and trimmed, running the go
+// tool in dir ("" for the current directory) with the caller's environment
+// plus env, into out, through a directory kept between runs.
+func buildStatic(ctx context.Context, dir, pkg, out string, env []string) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(out), ".go-build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bins, err := testbuild.Build(ctx, dir, tmp, testbuild.ReleaseFlags,
+		append(slices.Clone(testbuild.ReleaseEnv), env...), pkg)
+	if err != nil {
+		return err
+	}
+	if len(bins) != 1 {
+		return fmt.Errorf("%s is %d main packages, want one", pkg, len(bins))
+	}
+	return os.Rename(bins[0], out)
 }
 
 // buildBinaries builds each binary into tmp and returns the files for a layer.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handlerkit/handlerkit/internal/testbuild"
 	"github.com/handlerkit/handlerkit/pkg/testenv"
 )
 
@@ -143,7 +144,11 @@ func writeFile(t *testing.T, path, content string) {
 // outsideEnv is this process's environment for a go command in the outside
 // module: an empty binary cache under XDG_CACHE_HOME, no testenv overrides,
 // no workspace or vendoring, and the go build and module caches kept where
-// they are (the build cache's default lives under XDG_CACHE_HOME too).
+// they are (the build cache's default lives under XDG_CACHE_HOME too). The
+// go commands get this test binary's own build flags (-race and -trimpath
+// under make test): the packages the outside module's test imports are then
+// the ones make test compiled already, where plain flags compiled client-go,
+// apimachinery and the rest a second time on a cold machine.
 func outsideEnv(t *testing.T, cache string) []string {
 	t.Helper()
 	out, err := exec.Command("go", "env", "-json", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
@@ -168,7 +173,8 @@ func outsideEnv(t *testing.T, cache string) []string {
 	for name, value := range goEnv {
 		env = append(env, name+"="+value)
 	}
-	return append(env, "XDG_CACHE_HOME="+cache, "GOWORK=off", "GOFLAGS=-mod=mod")
+	goflags := strings.Join(append([]string{"-mod=mod"}, testbuild.Flags()...), " ")
+	return append(env, "XDG_CACHE_HOME="+cache, "GOWORK=off", "GOFLAGS="+goflags)
 }
 
 // runGo runs the go command in dir and returns its output, failing t with
