@@ -73,10 +73,19 @@ func buildHelmCommands(ctx context.Context) error {
 // built returns the command's path, waiting for the build.
 func (c *helmCommand) built(t *testing.T) string {
 	t.Helper()
+	waitForHelmCommands(t)
+	return filepath.Join(helmBin, c.name)
+}
+
+// waitForHelmCommands waits for test/helm's commands. A test that uses them
+// calls it before its own deadline starts: on a cold machine the build takes
+// minutes (Helm's and Kubernetes' packages compiled with -race beside the
+// other lane), and those minutes are not the test's.
+func waitForHelmCommands(t *testing.T) {
+	t.Helper()
 	if err := buildHelmCommands(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(helmBin, c.name)
 }
 
 // renderChart renders the chart for release prometheus-jmx-exporter-operator
@@ -165,6 +174,7 @@ func withoutRules(rules []rbacv1.PolicyRule, resources ...string) []rbacv1.Polic
 // pods/exec in a served namespace exactly when Exec is switched on.
 func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 	env := cluster.Get(t)
+	waitForHelmCommands(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	a, err := manifest.NewApplier(env.Config())

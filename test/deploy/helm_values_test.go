@@ -78,6 +78,7 @@ func prometheusRuleCRD(ctx context.Context, t *testing.T) *apiextensionsv1.Custo
 // named ServiceAccount; the mirrored image is the agent image.
 func TestHelmChartWithEveryValueAppliesToTheAPIServer(t *testing.T) {
 	env := cluster.Get(t)
+	waitForHelmCommands(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	createNamespaces(ctx, t, env, "helm-every", "helm-every-b")
@@ -244,6 +245,7 @@ func chartWithCRD(t *testing.T, field string) string {
 // own so that no other test's CRD is involved.
 func TestHelmUpgradeServesTheCRDsNewField(t *testing.T) {
 	env := cluster.Get(t)
+	waitForHelmCommands(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const ns, release, field = "helm-upgrade", "upgrade", "upgradeProbe"

@@ -236,6 +236,14 @@ func TestAJVMThatDiesAfterTheLoadOpensTheBreaker(t *testing.T) {
 	waitFor(t, 30*time.Second, "a JVMEndedAfterInjection Event", func() (bool, string) {
 		return hasEvent(events(t, ns, "PrometheusJmxExporter", "dies"), jmxv1alpha1.ReasonJVMEndedAfterInjection), "none"
 	})
+	// The operator can see the JVM's death (its ephemeral container's
+	// result) before the kubelet has started the container again: wait for
+	// that one restart first.
+	waitFor(t, 2*time.Minute, "dies-a's container started again once", func() (bool, string) {
+		a := waitRunning(t, ns, "dies-a")
+		n := a.Status.ContainerStatuses[0].RestartCount
+		return n >= 1, fmt.Sprintf("%d restarts", n)
+	})
 	// Fifteen resyncs (--resync=2s): a deliberate pause of 30 s, which
 	// proves that no second JVM dies and that the dead one's next start and
 	// the other pod are left alone, checked every second.
