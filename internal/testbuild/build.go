@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/handlerkit/handlerkit/internal/cachedir"
 )
 
 // EnvCache names the directory under which Build keeps its binaries between
@@ -176,15 +178,9 @@ func keep(ctx context.Context, moduleDir string, flags, extraEnv, pkgs []string,
 ) {
 	base := os.Getenv(EnvCache)
 	if base == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return "", nil, err
-			}
-			cache = filepath.Join(home, ".cache")
+		if base, err = cachedir.Dir("testbuild"); err != nil {
+			return "", nil, err
 		}
-		base = filepath.Join(cache, "handlerkit", "testbuild")
 	}
 	mod, err := modulePath(moduleDir)
 	if err != nil {

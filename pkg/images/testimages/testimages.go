@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/handlerkit/handlerkit/internal/cachedir"
 	"github.com/handlerkit/handlerkit/internal/testbuild"
 	"github.com/handlerkit/handlerkit/pkg/images"
 )
@@ -77,15 +78,11 @@ type Binary struct {
 // DefaultCacheDir is where slow inputs are kept between runs:
 // $XDG_CACHE_HOME/handlerkit/images (or ~/.cache/handlerkit/images).
 func DefaultCacheDir() (string, error) {
-	base := os.Getenv("XDG_CACHE_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("testimages: no cache directory: %w", err)
-		}
-		base = filepath.Join(home, ".cache")
+	dir, err := cachedir.Dir("images")
+	if err != nil {
+		return "", fmt.Errorf("testimages: %w", err)
 	}
-	return filepath.Join(base, "handlerkit", "images"), nil
+	return dir, nil
 }
 
 // BuildGoBinary builds the main package pkg static (CGO_ENABLED=0, trimmed)

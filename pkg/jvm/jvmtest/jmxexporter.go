@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/handlerkit/handlerkit/internal/cachedir"
 )
 
 // The real Prometheus JMX exporter java agent that end-to-end tests and the demo load.
@@ -39,15 +41,11 @@ var jmxExporterMu sync.Mutex
 // JMXExporterCacheDir is where JMXExporterJar keeps the jar:
 // ${XDG_CACHE_HOME:-$HOME/.cache}/handlerkit/agent.
 func JMXExporterCacheDir() (string, error) {
-	base := os.Getenv("XDG_CACHE_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("jvmtest: no cache directory: %w", err)
-		}
-		base = filepath.Join(home, ".cache")
+	dir, err := cachedir.Dir("agent")
+	if err != nil {
+		return "", fmt.Errorf("jvmtest: %w", err)
 	}
-	return filepath.Join(base, "handlerkit", "agent"), nil
+	return dir, nil
 }
 
 // JMXExporterJar returns the path of the real jmx_prometheus_javaagent jar (JMXExporterVersion), fetching it

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+
+	"github.com/handlerkit/handlerkit/internal/cachedir"
 )
 
 // KubeVersion is the Kubernetes release whose binaries the Environment runs.
@@ -23,16 +25,13 @@ func BinDir() string {
 }
 
 // cacheBase is ${XDG_CACHE_HOME:-$HOME/.cache}/handlerkit.
+// Without a home directory it is .cache/handlerkit under the temporary directory.
 func cacheBase() string {
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		cache = filepath.Join(home, ".cache")
+	dir, err := cachedir.Dir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), ".cache", "handlerkit")
 	}
-	return filepath.Join(cache, "handlerkit")
+	return dir
 }
 
 // Binary returns the path of one of the binaries testenv runs (see
