@@ -55,6 +55,8 @@ type config struct {
 	parallelism     int
 	jvmWait         time.Duration
 	lateJVMInterval time.Duration
+	kubeAPIQPS      float64
+	kubeAPIBurst    int
 	breakerWindow   time.Duration
 	resync          time.Duration
 	budget          int
@@ -170,6 +172,10 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 		"how long after a container starts a JVM may take to appear in it (env JVM_WAIT)")
 	fs.DurationVar(&c.lateJVMInterval, "late-jvm-interval", operator.DefaultLateJVMInterval,
 		"a container without a JVM after --jvm-wait is looked at again this long after, then twice as long after each look, up to 1h, at most 6 times; 0: only at its restart (env LATE_JVM_INTERVAL)")
+	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", sdk.DefaultClientQPS,
+		"steady rate of the operator's requests to the API server, per second; negative: no client-side limit, the API server's priority and fairness alone (env KUBE_API_QPS)")
+	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", sdk.DefaultClientBurst,
+		"requests the operator may send at once above --kube-api-qps (env KUBE_API_BURST)")
 	fs.DurationVar(&c.resync, "resync", 10*time.Minute,
 		"how often every exporter is handled again when nothing changed; 0 never (env RESYNC)")
 	fs.DurationVar(&c.breakerWindow, "breaker-window", operator.DefaultBreakerWindow,
@@ -273,6 +279,10 @@ Flags (each also from the environment variable in parentheses; flags win):
 	}
 	if c.parallelism < 1 {
 		return c, fmt.Errorf("--parallelism %d: at least 1", c.parallelism)
+	}
+	if c.kubeAPIQPS == 0 || c.kubeAPIQPS > 0 && c.kubeAPIBurst < 1 {
+		return c, fmt.Errorf("--kube-api-qps %v --kube-api-burst %d: a positive rate with a burst of at least 1, or a negative rate (no limit)",
+			c.kubeAPIQPS, c.kubeAPIBurst)
 	}
 	if c.lateJVMInterval < 0 || c.lateJVMInterval > 0 && c.lateJVMInterval < time.Minute {
 		return c, fmt.Errorf("--late-jvm-interval %s: 0 (off) or at least 1m", c.lateJVMInterval)
@@ -422,6 +432,7 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		sdk.WithMetricsAddr(c.metricsAddr), sdk.WithLogger(log),
 		sdk.WithEventSource("prometheus-jmx-exporter-operator"),
 		sdk.WithGracefulTimeout(c.gracefulTimeout),
+		sdk.WithClientRateLimit(float32(c.kubeAPIQPS), c.kubeAPIBurst),
 	}
 	lopts := []leader.Option{leader.WithRegisterer(reg), leader.WithLogger(log)}
 	switch c.election {

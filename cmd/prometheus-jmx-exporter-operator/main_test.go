@@ -22,7 +22,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	}
 	help := out.String()
 	for _, f := range []string{"-namespaces", "WATCH_NAMESPACE", "-kubeconfig", "-metrics-addr", "-leader-election", "-log-level",
-		"-log-format", "-strategies", "-default-strategy", "-injection-timeout", "-parallelism", "-jvm-wait", "-late-jvm-interval", "LATE_JVM_INTERVAL", "-agent-image",
+		"-log-format", "-strategies", "-default-strategy", "-injection-timeout", "-parallelism", "-jvm-wait", "-late-jvm-interval", "LATE_JVM_INTERVAL", "-kube-api-qps", "KUBE_API_QPS", "-kube-api-burst", "-agent-image",
 		"-image-pull-policy", "-local-attach-helper", "-local-agent-jar", "-pod-monitors", "POD_MONITORS", "-pod-monitor-labels",
 		"-service-monitor-labels", "SERVICE_MONITOR_LABELS", "-metrics-service", "METRICS_SERVICE", "-breaker-window", "-resync", "-ephemeral-container-budget", "-max-attempts",
 		"-allowed-agent-images", "ALLOWED_AGENT_IMAGES", "-agent-path", "-attach-helper-path", "-report-unserved", "REPORT_UNSERVED",
@@ -83,6 +83,9 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{"--breaker-window", "10ms"},
 		{"--late-jvm-interval", "30s"},
 		{"--late-jvm-interval", "-1m"},
+		{"--kube-api-qps", "0"},
+		{"--kube-api-qps", "many"},
+		{"--kube-api-burst", "0"},
 		{"--ephemeral-container-budget", "0"},
 		{"--max-attempts", "0"},
 		{"--allowed-agent-images", "a:1,b c:2"},

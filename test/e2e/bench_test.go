@@ -7,10 +7,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
@@ -49,13 +51,13 @@ func benchStartToScrape(b *testing.B, strategy jmxv1alpha1.InjectionStrategy) {
 		if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Create(context.Background(), ex, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		var lat, seen []float64
+		var measured []startLatency
 		for p := 0; p < pods; p++ {
 			name := fmt.Sprintf("jvm-%02d", p)
-			if _, err := kube.CoreV1().Pods(ns).Create(context.Background(), jvmPod(name, labels, testimages.JVMAppRef), metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			d, err := startToScrape(ns, name, 3*time.Minute)
+			d, err := startToScrape(ns, name, 3*time.Minute, func() error {
+				_, err := kube.CoreV1().Pods(ns).Create(context.Background(), jvmPod(name, labels, testimages.JVMAppRef), metav1.CreateOptions{})
+				return err
+			})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -69,53 +71,139 @@ func benchStartToScrape(b *testing.B, strategy jmxv1alpha1.InjectionStrategy) {
 				time.Sleep(operator.DefaultBreakerWindow + 2*time.Second) // a deliberate pause: the configured window, see above
 				continue
 			}
-			lat = append(lat, d.scraped.Seconds())
-			seen = append(seen, d.running.Seconds())
+			b.Logf("%s: %s", name, d)
+			measured = append(measured, d)
 		}
 		_ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-		sort.Float64s(lat)
-		sort.Float64s(seen)
-		b.ReportMetric(quantile(seen, 0.5), "running-p50-s")
-		b.ReportMetric(quantile(lat, 0.5), "p50-s")
-		b.ReportMetric(quantile(lat, 0.99), "p99-s")
-		b.ReportMetric(lat[len(lat)-1], "max-s")
+		reportSteps(b, measured, strategy == jmxv1alpha1.InjectionEphemeralContainer)
 	}
 }
 
-// startLatency is how long after a JVM started the API server showed its
-// container running (polled every 50 ms: the kubelet's share), and its agent
-// answered a scrape.
-type startLatency struct{ running, scraped time.Duration }
+// reportSteps reports the p50 of each step's time from the JVM's start, and
+// p50, p99 and the maximum of the first scrape.
+func reportSteps(b *testing.B, measured []startLatency, ephemeral bool) {
+	steps := []step{
+		{"running-p50-s", func(l startLatency) time.Duration { return l.running }},
+		{"recorded-p50-s", func(l startLatency) time.Duration { return l.recorded }},
+	}
+	if ephemeral {
+		steps = append(steps,
+			step{"ec-added-p50-s", func(l startLatency) time.Duration { return l.ecAdded }},
+			step{"ec-running-p50-s", func(l startLatency) time.Duration { return l.ecRunning }},
+			step{"ec-done-p50-s", func(l startLatency) time.Duration { return l.ecDone }})
+	}
+	for _, st := range steps {
+		var v []float64
+		for _, l := range measured {
+			v = append(v, st.of(l).Seconds())
+		}
+		sort.Float64s(v)
+		b.ReportMetric(quantile(v, 0.5), st.unit)
+	}
+	var lat []float64
+	for _, l := range measured {
+		lat = append(lat, l.scraped.Seconds())
+	}
+	sort.Float64s(lat)
+	b.ReportMetric(quantile(lat, 0.5), "p50-s")
+	b.ReportMetric(quantile(lat, 0.99), "p99-s")
+	b.ReportMetric(lat[len(lat)-1], "max-s")
+}
 
-// startToScrape polls the pod's agent from the moment the pod has an IP, and
-// returns the times from the JVM's start until its container showed as
-// running and until the first good scrape. The start is read from the JVM's
-// process on this host (the node shares its kernel), to the clock tick: the
-// status' jvmStartedAt is whole seconds, and so is the boot time jmx-attach
-// adds to the process start, so together they can put the start up to two
-// seconds early.
-func startToScrape(ns, pod string, timeout time.Duration) (startLatency, error) {
-	deadline := time.Now().Add(timeout)
-	ip, containerID := "", ""
-	var scraped, seen time.Time
-	poll := func() {
-		p, err := kube.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
-		if err != nil {
-			return
-		}
-		ip = p.Status.PodIP
-		if len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
-			containerID = p.Status.ContainerStatuses[0].ContainerID
-		}
-		if containerID != "" && seen.IsZero() {
-			seen = time.Now()
+// step is one step of an injection as reportSteps reports it: its metric's
+// unit and its time from the JVM's start.
+type step struct {
+	unit string
+	of   func(startLatency) time.Duration
+}
+
+// startLatency is when, after a JVM started, each step of its injection was
+// seen: the API server showed its container running (the kubelet's share,
+// before the operator can know of the JVM), the operator's ephemeral
+// container appeared in the pod's spec, showed running and ended (the
+// EphemeralContainer strategy), the operator's record of the JVM appeared on
+// the pod, and its agent answered a scrape. Steps not seen are zero.
+type startLatency struct {
+	running, ecAdded, ecRunning, ecDone, recorded, scraped time.Duration
+}
+
+// String lists the steps in milliseconds from the JVM's start.
+func (l startLatency) String() string {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	return fmt.Sprintf("running %d ms, ephemeral container added %d ms, running %d ms, ended %d ms, recorded %d ms, scraped %d ms",
+		ms(l.running), ms(l.ecAdded), ms(l.ecRunning), ms(l.ecDone), ms(l.recorded), ms(l.scraped))
+}
+
+// podSteps are the times at which a watch on one pod first saw each step.
+type podSteps struct {
+	mu                                        sync.Mutex
+	ip, containerID                           string
+	running, ecAdded, ecRunning, ecDone, recd time.Time
+}
+
+// see records the steps p shows that were not seen before, at now.
+func (s *podSteps) see(p *corev1.Pod, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := func(t *time.Time, ok bool) {
+		if ok && t.IsZero() {
+			*t = now
 		}
 	}
-	for scraped.IsZero() && time.Now().Before(deadline) {
-		if ip == "" || containerID == "" {
-			poll()
+	if s.ip == "" {
+		s.ip = p.Status.PodIP
+	}
+	if len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil && s.containerID == "" {
+		s.containerID = p.Status.ContainerStatuses[0].ContainerID
+		first(&s.running, true)
+	}
+	first(&s.ecAdded, len(p.Spec.EphemeralContainers) > 0)
+	for _, st := range p.Status.EphemeralContainerStatuses {
+		first(&s.ecRunning, st.State.Running != nil || st.State.Terminated != nil)
+		first(&s.ecDone, st.State.Terminated != nil)
+	}
+	first(&s.recd, strings.Contains(p.Annotations[operator.AnnotationAgents], `"jvms"`))
+}
+
+// snapshot returns the pod's IP and container ID as last seen.
+func (s *podSteps) snapshot() (ip, containerID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ip, s.containerID
+}
+
+// startToScrape watches the pod that create creates, stamping each step when
+// the watch delivers it, polls its agent every 50 ms from the moment the pod
+// has an IP, and returns each step's time from the JVM's start. The start is
+// read from the JVM's process on this host (the node shares its kernel), to
+// the clock tick: the status' jvmStartedAt is whole seconds, and so is the
+// boot time jmx-attach adds to the process start, so together they can put the
+// start up to two seconds early.
+func startToScrape(ns, pod string, timeout time.Duration, create func() error) (startLatency, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	w, err := kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod})
+	if err != nil {
+		return startLatency{}, err
+	}
+	defer w.Stop()
+	steps := &podSteps{}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				steps.see(p, time.Now())
+			}
 		}
-		if ip != "" {
+	}()
+	defer func() { w.Stop(); <-watched }()
+	if err := create(); err != nil {
+		return startLatency{}, err
+	}
+	var scraped time.Time
+	for scraped.IsZero() && ctx.Err() == nil {
+		if ip, _ := steps.snapshot(); ip != "" {
 			if body, err := scrape(ip, jmxv1alpha1.DefaultPort); err == nil {
 				if _, ok := metricValue(body, heapMetric); ok {
 					scraped = time.Now()
@@ -128,15 +216,32 @@ func startToScrape(ns, pod string, timeout time.Duration) (startLatency, error) 
 	if scraped.IsZero() {
 		return startLatency{}, fmt.Errorf("%s: no scrape within %s", pod, timeout)
 	}
-	for containerID == "" && time.Now().Before(deadline) {
-		poll()
+	// The record and the ephemeral container's end can follow the first
+	// scrape: jmx-attach checks the agent's port before it ends.
+	for ctx.Err() == nil {
+		steps.mu.Lock()
+		done := !steps.recd.IsZero() && steps.containerID != ""
+		steps.mu.Unlock()
+		if done {
+			break
+		}
 		time.Sleep(50 * time.Millisecond) // the poll interval of a wait with the caller's deadline
 	}
+	_, containerID := steps.snapshot()
 	started, err := jvmStart(containerID)
 	if err != nil {
 		return startLatency{}, fmt.Errorf("%s: %w", pod, err)
 	}
-	return startLatency{running: seen.Sub(started), scraped: scraped.Sub(started)}, nil
+	steps.mu.Lock()
+	defer steps.mu.Unlock()
+	since := func(t time.Time) time.Duration {
+		if t.IsZero() {
+			return 0
+		}
+		return t.Sub(started)
+	}
+	return startLatency{running: since(steps.running), ecAdded: since(steps.ecAdded), ecRunning: since(steps.ecRunning),
+		ecDone: since(steps.ecDone), recorded: since(steps.recd), scraped: scraped.Sub(started)}, nil
 }
 
 // jvmStart finds the JVM of a container among this host's processes, by the
