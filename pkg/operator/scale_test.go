@@ -24,6 +24,7 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/inject"
 	"github.com/handlerkit/handlerkit/pkg/jvm"
 	"github.com/handlerkit/handlerkit/pkg/operator"
+	"github.com/handlerkit/handlerkit/pkg/sdk"
 )
 
 // These tests prove issue 28's bounds on the status side: an exporter's
@@ -42,7 +43,7 @@ func (a *apiCalls) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
 		if err == nil && resp.StatusCode < 300 {
-			verb, resource := requestOf(req)
+			verb, resource := sdk.RequestVerb(req.Method, req.URL)
 			a.mu.Lock()
 			if a.n == nil {
 				a.n = map[string]int{}
@@ -93,55 +94,6 @@ func table(m map[string]int) string {
 		fmt.Fprintf(&b, "\n  %-45s %d", k, m[k])
 	}
 	return b.String()
-}
-
-// requestOf names a request's verb and resource: the resource is the
-// plural with its subresource, such as prometheusjmxexporters/status.
-func requestOf(req *http.Request) (verb, resource string) {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	// /api/v1/... or /apis/<group>/<version>/...
-	switch {
-	case len(parts) > 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) > 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return strings.ToLower(req.Method), req.URL.Path
-	}
-	if len(parts) > 1 && parts[0] == "namespaces" {
-		if len(parts) == 2 {
-			parts = []string{"namespaces", parts[1]}
-		} else {
-			parts = parts[2:]
-		}
-	}
-	resource = parts[0]
-	named := len(parts) > 1
-	if len(parts) > 2 {
-		resource += "/" + parts[2]
-	}
-	switch req.Method {
-	case http.MethodGet:
-		switch {
-		case req.URL.Query().Get("watch") == "true":
-			verb = "watch"
-		case named:
-			verb = "get"
-		default:
-			verb = "list"
-		}
-	case http.MethodPost:
-		verb = "create"
-	case http.MethodPut:
-		verb = "update"
-	case http.MethodPatch:
-		verb = "patch"
-	case http.MethodDelete:
-		verb = "delete"
-	default:
-		verb = strings.ToLower(req.Method)
-	}
-	return verb, resource
 }
 
 // answerEphemeralContainers plays the kubelet for every pod of ns: each

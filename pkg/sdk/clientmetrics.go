@@ -134,7 +134,7 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if err == nil {
 		code = strconv.Itoa(resp.StatusCode)
 	}
-	verb, resource := requestVerb(req.Method, req.URL)
+	verb, resource := RequestVerb(req.Method, req.URL)
 	t.counter.WithLabelValues(verb, resource, code).Inc()
 	return resp, err
 }
@@ -143,13 +143,14 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 // k8s.io/apimachinery/pkg/util/net.RoundTripperWrapper).
 func (t *countingTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
-// requestVerb returns the Kubernetes verb and resource of a request, as the
+// RequestVerb returns the Kubernetes verb and resource of a request, the
+// labels handlerkit_client_requests_total counts it under, as the
 // API server's authorizer names them (k8s.io/apiserver's RequestInfo): the
 // resource is the plural name, with "/subresource" when there is one
 // ("pods/ephemeralcontainers", "prometheusjmxexporters/status"); requests
 // outside a group version's resources (discovery, /version, /openapi) get
 // the lower-case method as verb and an empty resource.
-func requestVerb(method string, u *url.URL) (verb, resource string) {
+func RequestVerb(method string, u *url.URL) (verb, resource string) {
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
 	switch {
 	case len(parts) >= 3 && parts[0] == "api":

@@ -26,6 +26,3 @@ func CachedForm(o *Operator, watchName, namespace, key string) (any, bool) {
 	obj, exists, err := idx.GetByKey(key)
 	return obj, exists && err == nil
 }
-
-// RequestVerb is requestVerb, the labels of handlerkit_client_requests_total.
-var RequestVerb = requestVerb
