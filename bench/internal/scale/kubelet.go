@@ -170,11 +170,8 @@ func (k *kubelet) work(ctx context.Context) {
 func (k *kubelet) answer(ctx context.Context, name string) error {
 	pods := k.client.CoreV1().Pods(k.ns)
 	for try := 0; ; try++ {
-		var pod *corev1.Pod
-		if err := retry(ctx, func() (err error) {
-			pod, err = pods.Get(ctx, name, metav1.GetOptions{})
-			return err
-		}); err != nil {
+		pod, err := getPod(ctx, pods, name)
+		if err != nil {
 			return fmt.Errorf("scale: kubelet: get pod %s: %w", name, err)
 		}
 		ecs := unanswered(pod)
@@ -184,7 +181,7 @@ func (k *kubelet) answer(ctx context.Context, name string) error {
 		for _, ec := range ecs {
 			pod.Status.EphemeralContainerStatuses = append(pod.Status.EphemeralContainerStatuses, terminatedStatus(pod, ec))
 		}
-		_, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{FieldManager: "kubelet"})
+		_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{FieldManager: "kubelet"})
 		switch {
 		case err == nil:
 			k.mu.Lock()

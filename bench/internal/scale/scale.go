@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -381,14 +382,20 @@ func createPods(ctx context.Context, kube kubernetes.Interface, k *kubelet, ns s
 			}
 			// A try that timed out may have written it: write it again on
 			// the pod as it is now.
-			if err := retry(ctx, func() (err error) {
-				created, err = pods.Get(ctx, pod.Name, metav1.GetOptions{})
-				return err
-			}); err != nil {
+			if created, err = getPod(ctx, pods, pod.Name); err != nil {
 				return fmt.Errorf("scale: pod %d running: %w", i, err)
 			}
 		}
 	})
+}
+
+// getPod reads a pod, with retry's patience for an overloaded API server.
+func getPod(ctx context.Context, pods corev1client.PodInterface, name string) (pod *corev1.Pod, err error) {
+	err = retry(ctx, func() (err error) {
+		pod, err = pods.Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	return pod, err
 }
 
 // retry calls f until it succeeds, fails for good, or has failed 10 times
@@ -464,11 +471,8 @@ func restartOne(ctx context.Context, kube kubernetes.Interface, k *kubelet, ns s
 	pods := kube.CoreV1().Pods(ns)
 	name := workload.PodName(i)
 	for try := 0; ; try++ {
-		var pod *corev1.Pod
-		if err := retry(ctx, func() (err error) {
-			pod, err = pods.Get(ctx, name, metav1.GetOptions{})
-			return err
-		}); err != nil {
+		pod, err := getPod(ctx, pods, name)
+		if err != nil {
 			return fmt.Errorf("scale: restart %s: %w", name, err)
 		}
 		cs := &pod.Status.ContainerStatuses[0]
@@ -480,7 +484,7 @@ func restartOne(ctx context.Context, kube kubernetes.Interface, k *kubelet, ns s
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
 		cs.Started, cs.Ready = ptr.To(true), true
 		k.started(name, i, cs.ContainerID, cs.RestartCount, now.Time)
-		_, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{FieldManager: "kubelet"})
+		_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{FieldManager: "kubelet"})
 		switch {
 		case err == nil:
 			return nil
