@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
-	"github.com/handlerkit/handlerkit/pkg/generated/clientset/versioned"
 	"github.com/handlerkit/handlerkit/pkg/operator"
 	"github.com/handlerkit/handlerkit/pkg/sdk"
 )
@@ -46,18 +45,9 @@ func BenchmarkRolloutByParallelism(b *testing.B) {
 
 // rollout runs one rollout of n pods and returns how long it took.
 func rollout(b *testing.B, parallelism, n int) time.Duration {
-	env := sharedCluster.Get(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	kube := env.Clientset()
-	jmx, err := versioned.NewForConfig(env.Config())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ns, err := env.CreateNamespace(ctx, "rollout")
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := newCluster(b, 5*time.Minute)
+	env, ctx, kube, jmx := c.env, c.ctx, c.kube, c.jmx
+	ns := c.namespace(b, "rollout")
 	defer func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) }()
 
 	kctx, stopKubelet := context.WithCancel(ctx)

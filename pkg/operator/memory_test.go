@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
-	"github.com/handlerkit/handlerkit/pkg/generated/clientset/versioned"
 	"github.com/handlerkit/handlerkit/pkg/inject"
 	"github.com/handlerkit/handlerkit/pkg/operator"
 	"github.com/handlerkit/handlerkit/pkg/sdk"
@@ -64,18 +63,9 @@ func heapRun(b testing.TB, n int, delay time.Duration, profile string) (peak, re
 	// A loaded machine starts the API server slowly; the benchmark runs
 	// alone (-run '^$'), so it may still set how long the start may take.
 	sharedCluster.Options = append(sharedCluster.Options, testenv.WithStartTimeout(5*time.Minute))
-	env := sharedCluster.Get(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	kube := env.Clientset()
-	jmx, err := versioned.NewForConfig(env.Config())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ns, err := env.CreateNamespace(ctx, "heap-")
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := newCluster(b, 30*time.Minute)
+	env, ctx, kube, jmx := c.env, c.ctx, c.kube, c.jmx
+	ns := c.namespace(b, "heap-")
 	labels := map[string]string{"app": "heap"}
 	ex := &jmxv1alpha1.PrometheusJmxExporter{ObjectMeta: metav1.ObjectMeta{Name: "heap"},
 		Spec: jmxv1alpha1.PrometheusJmxExporterSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}}}

@@ -68,7 +68,7 @@ type cluster struct {
 	wrap func(http.RoundTripper) http.RoundTripper
 }
 
-func newCluster(t *testing.T, timeout time.Duration) *cluster {
+func newCluster(t testing.TB, timeout time.Duration) *cluster {
 	t.Helper()
 	env := sharedCluster.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -80,7 +80,7 @@ func newCluster(t *testing.T, timeout time.Duration) *cluster {
 	return &cluster{env: env, ctx: ctx, kube: env.Clientset(), jmx: jmx}
 }
 
-func (c *cluster) namespace(t *testing.T, prefix string) string {
+func (c *cluster) namespace(t testing.TB, prefix string) string {
 	t.Helper()
 	ns, err := c.env.CreateNamespace(c.ctx, prefix)
 	if err != nil {
