@@ -142,6 +142,15 @@ func applyEnv(fs *flag.FlagSet) error {
 	return err
 }
 
+// defaultKubeAPIQPS is --kube-api-qps's default: no client-side limit. The
+// operator's requests in flight are bounded by its pool (--parallelism jobs
+// of a few requests each, one after another) and its paced status writes,
+// and the API server's priority and fairness paces every client; a limit of
+// 50 requests a second (the framework's sdk.DefaultClientQPS) held 10,000
+// container starts, about six requests each, to at least 20 minutes
+// (docs/performance.md, The operator at scale).
+const defaultKubeAPIQPS = -1
+
 func parseFlags(args []string, stdout io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("prometheus-jmx-exporter-operator", flag.ContinueOnError)
@@ -172,10 +181,10 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 		"how long after a container starts a JVM may take to appear in it (env JVM_WAIT)")
 	fs.DurationVar(&c.lateJVMInterval, "late-jvm-interval", operator.DefaultLateJVMInterval,
 		"a container without a JVM after --jvm-wait is looked at again this long after, then twice as long after each look, up to 1h, at most 6 times; 0: only at its restart (env LATE_JVM_INTERVAL)")
-	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", sdk.DefaultClientQPS,
-		"steady rate of the operator's requests to the API server, per second; negative: no client-side limit, the API server's priority and fairness alone (env KUBE_API_QPS)")
+	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", defaultKubeAPIQPS,
+		"steady rate of the operator's requests to the API server, per second; negative (the default): no client-side limit, --parallelism bounds the injection jobs' requests in flight and the API server's priority and fairness paces them (env KUBE_API_QPS)")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", sdk.DefaultClientBurst,
-		"requests the operator may send at once above --kube-api-qps (env KUBE_API_BURST)")
+		"with a positive --kube-api-qps, the requests the operator may send at once above it (env KUBE_API_BURST)")
 	fs.DurationVar(&c.resync, "resync", 10*time.Minute,
 		"how often every exporter is handled again when nothing changed; 0 never (env RESYNC)")
 	fs.DurationVar(&c.breakerWindow, "breaker-window", operator.DefaultBreakerWindow,
@@ -280,9 +289,11 @@ Flags (each also from the environment variable in parentheses; flags win):
 	if c.parallelism < 1 {
 		return c, fmt.Errorf("--parallelism %d: at least 1", c.parallelism)
 	}
-	if c.kubeAPIQPS == 0 || c.kubeAPIQPS > 0 && c.kubeAPIBurst < 1 {
-		return c, fmt.Errorf("--kube-api-qps %v --kube-api-burst %d: a positive rate with a burst of at least 1, or a negative rate (no limit)",
-			c.kubeAPIQPS, c.kubeAPIBurst)
+	if c.kubeAPIQPS == 0 {
+		return c, errors.New("--kube-api-qps 0: a positive rate, or a negative one for no client-side limit")
+	}
+	if c.kubeAPIBurst < 1 {
+		return c, fmt.Errorf("--kube-api-burst %d: at least 1", c.kubeAPIBurst)
 	}
 	if c.lateJVMInterval < 0 || c.lateJVMInterval > 0 && c.lateJVMInterval < time.Minute {
 		return c, fmt.Errorf("--late-jvm-interval %s: 0 (off) or at least 1m", c.lateJVMInterval)

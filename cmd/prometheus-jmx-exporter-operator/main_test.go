@@ -84,6 +84,7 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{"--late-jvm-interval", "30s"},
 		{"--late-jvm-interval", "-1m"},
 		{"--kube-api-qps", "0"},
+		{"--kube-api-qps", "20", "--kube-api-burst", "0"},
 		{"--kube-api-qps", "many"},
 		{"--kube-api-burst", "0"},
 		{"--ephemeral-container-budget", "0"},
@@ -130,6 +131,9 @@ func TestEnvironmentSetsDefaultsAndFlagsWin(t *testing.T) {
 	}
 	if c.strategies != "EphemeralContainer" || len(c.allowedImages) != 0 {
 		t.Fatalf("defaults: strategies %q (Exec is opt-in), allowed images %q (only --agent-image)", c.strategies, c.allowedImages)
+	}
+	if c.kubeAPIQPS >= 0 {
+		t.Fatalf("defaults: --kube-api-qps %v, want negative (no client-side limit)", c.kubeAPIQPS)
 	}
 	if !c.podMonitors || c.metricsService != "every-replica" || len(c.podMonLabels) != 0 || len(c.svcMonLabels) != 0 {
 		t.Fatalf("defaults: pod monitors %v, metrics service %q, labels %v %v", c.podMonitors, c.metricsService, c.podMonLabels, c.svcMonLabels)
