@@ -238,6 +238,13 @@ func Run(ctx context.Context, env *testenv.Environment, cfg Config) (*Result, er
 	res.Recorded, _, _ = k.counts()
 	res.RecordSeconds = recorded.Sub(running).Seconds()
 	res.FromFirstSeconds = recorded.Sub(first).Seconds()
+	// The status that reports the starts is written paced
+	// (operator.StatusDelay): it belongs to the initial phase's requests.
+	if incomplete == nil {
+		if err := waitStatusCounts(ctx, jmx, ns, res.Recorded, cfg.Timeout); err != nil {
+			return res, err
+		}
+	}
 	after, err := op.requests()
 	if err != nil {
 		return nil, err
@@ -387,6 +394,33 @@ func createPods(ctx context.Context, kube kubernetes.Interface, k *kubelet, ns s
 			}
 		}
 	})
+}
+
+// waitStatusCounts waits until the exporters of ns count pods injected in
+// all (status.injectedPods), polling every 250 ms for up to timeout.
+func waitStatusCounts(ctx context.Context, jmx versioned.Interface, ns string, pods int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	got := 0
+	for {
+		list, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			got = 0
+			for _, ex := range list.Items {
+				got += int(ex.Status.InjectedPods)
+			}
+			if got >= pods {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("scale: the exporters' status counts %d of %d pods injected after %s (last error: %v)", got, pods, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond): // the poll interval of a wait with the caller's deadline
+		}
+	}
 }
 
 // getPod reads a pod, with retry's patience for an overloaded API server.
