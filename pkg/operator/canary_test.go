@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -138,3 +139,129 @@ func TestACanaryWhoseVerdictCannotBeRecordedKeepsTheChangeOnItsPod(t *testing.T)
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestAProvenChangeIsNotTriedOnOneContainerAgain: once a JVM has run the
+// exporter's spec and config for the breaker window, they are proven, and
+// status.proven says so. When every JVM under them restarts (a rollout, a
+// node drain), while the operator runs or while it is down, the new
+// container starts are injected at once: nothing is held for the window.
+// A change of the config is tried on one container first again, and the
+// new config is proven in turn.
+func TestAProvenChangeIsNotTriedOnOneContainerAgain(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 5*time.Minute)
+	ns := c.namespace(t, "proven")
+	labels := c.jvmPods(t, ns)
+	first := "rules:\n- pattern: \".*\"\n"
+	c.configMap(t, ns, "cfg", first)
+	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
+	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) { return loaded(r, ""), nil })
+	// Long enough that three calls of one look never spread over it, short
+	// enough for the test.
+	const window = 10 * time.Second
+	opts := operator.Options{Resync: time.Second, BreakerWindow: window,
+		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}}
+	stop := c.runOperator(t, ns, opts)
+	c.createExporter(t, ns, "orders", labels, withConfigMap("cfg"))
+	c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionReady, metav1.ConditionTrue, jmxv1alpha1.ReasonAllInjected)
+	provenAs := func(config string) {
+		t.Helper()
+		waitUntil(t, 30*time.Second, "status.proven names the generation and the config", func() (bool, string) {
+			ex := c.exporter(t, ns, "orders")
+			pr := ex.Status.Proven
+			return pr != nil && pr.Generation == ex.Generation && pr.ConfigSHA256 == sha256Hex(config) && !pr.ProvenAt.IsZero(),
+				fmt.Sprintf("generation %d, proven %+v", ex.Generation, pr)
+		})
+	}
+	provenAs(first)
+	if calls := s.all(); len(calls) != 3 || calls[1].at.Sub(calls[0].at) < window {
+		t.Fatalf("calls %+v: want pod a first, and b and c a window later", calls)
+	}
+
+	// restartAll restarts every container, a window after the last load
+	// (a JVM that ends sooner opens the breaker), and returns the calls
+	// made before.
+	start := 1
+	restartAll := func() int {
+		t.Helper()
+		calls := s.all()
+		time.Sleep(time.Until(calls[len(calls)-1].at.Add(window + time.Second)))
+		start++
+		for _, name := range []string{"a", "b", "c"} {
+			c.startContainer(t, ns, name, fmt.Sprintf("containerd://%s%d", name, start), &corev1.ContainerStateTerminated{
+				ContainerID: fmt.Sprintf("containerd://%s%d", name, start-1), ExitCode: 143, Reason: "Error",
+				StartedAt: metav1.Now(), FinishedAt: metav1.Now()})
+		}
+		return len(calls)
+	}
+	// injectedAtOnce waits for one call per pod after the first n, and
+	// checks that none waited for another's window.
+	injectedAtOnce := func(n int, what string) {
+		t.Helper()
+		waitUntil(t, time.Minute, what+": every new container start injected", func() (bool, string) {
+			calls := s.all()
+			return len(calls) == n+3, fmt.Sprintf("%d calls: %+v", len(calls), calls)
+		})
+		calls := s.all()[n:]
+		pods := map[string]bool{}
+		earliest, latest := calls[0].at, calls[0].at
+		for _, cl := range calls {
+			pods[cl.pod] = true
+			if want := fmt.Sprintf("containerd://%s%d", cl.pod, start); cl.containerID != want {
+				t.Errorf("%s: pod %s called for %s, want %s", what, cl.pod, cl.containerID, want)
+			}
+			earliest, latest = minTime(earliest, cl.at), maxTime(latest, cl.at)
+		}
+		if len(pods) != 3 {
+			t.Errorf("%s: calls %+v, want one per pod", what, calls)
+		}
+		if spread := latest.Sub(earliest); spread >= window {
+			t.Errorf("%s: the new starts were injected over %s, a window (%s) or more: one container went first", what, spread, window)
+		}
+	}
+	n := restartAll()
+	injectedAtOnce(n, "every JVM restarted")
+
+	// The same while the operator is down: the verdict is in the status.
+	stop()
+	n = restartAll()
+	c.runOperator(t, ns, opts)
+	injectedAtOnce(n, "every JVM restarted while the operator was down")
+
+	// A change is tried on one container first again.
+	time.Sleep(window + time.Second) // past the breaker window of the loads above
+	n = len(s.all())
+	second := "rules:\n- pattern: \"java.lang.*\"\n"
+	c.configMap(t, ns, "cfg", second)
+	provenAs(second)
+	c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionConfigApplied, metav1.ConditionTrue, jmxv1alpha1.ReasonConfigInUse)
+	calls := s.all()[n:]
+	if len(calls) != 3 {
+		t.Fatalf("calls after the config changed %+v, want one per pod", calls)
+	}
+	for i, cl := range calls {
+		if !cl.reconfigure || cl.config != second {
+			t.Errorf("call %+v: want a reconfiguration with the new config", cl)
+		}
+		if i == 0 {
+			continue
+		}
+		if gap := cl.at.Sub(calls[0].at); gap < window {
+			t.Errorf("pod %s got the new config %s after pod %s, within the %s window", cl.pod, gap, calls[0].pod, window)
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

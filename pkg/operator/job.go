@@ -50,6 +50,10 @@ type task struct {
 	// lateLook is set on a look again for a JVM in a container start where
 	// none was found (previous has NoJVM; latejvm.go).
 	lateLook bool
+	// earlier is the container's record of an earlier start, when its
+	// current start has none (a restart): it says whether the new start's
+	// outcome is news (repeatsPreviousStart).
+	earlier ContainerRecord
 }
 
 // outcome classes.
@@ -414,13 +418,40 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 			msg += "; " + note
 		}
 		log.Info("operator: " + msg)
+		if repeatsPreviousStart(cs, t, c) {
+			// The restarted container got what its previous start had:
+			// the record and the log line say so, an Event would say
+			// nothing new (and would be the fourth write of the start).
+			return
+		}
 		if cs.RestartCount > 0 {
 			// A restarted container's agent is news for its pod, not for
-			// the exporter: one Event per container start at steady state.
+			// the exporter.
 			exporterRef = nil
 		}
 		r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Injected", msg)
 	}
+}
+
+// repeatsPreviousStart says whether c, the record of a restarted
+// container's new start, repeats the record of its previous start
+// (t.earlier): that start had the agent, loaded under the same generation
+// and config, in as many JVMs with the same main classes and ports, and
+// neither has a note.
+func repeatsPreviousStart(cs corev1.ContainerStatus, t task, c ContainerRecord) bool {
+	p := t.earlier
+	switch {
+	case cs.RestartCount == 0 || p.ContainerID == "" || p.ContainerID == cs.ContainerID,
+		len(p.JVMs) == 0 || p.Failure != nil || p.Rejected != nil || p.Note != "" || c.Note != "",
+		p.Generation != c.Generation || p.ConfigHash != c.ConfigHash || len(p.JVMs) != len(c.JVMs):
+		return false
+	}
+	for i := range c.JVMs {
+		if p.JVMs[i].Main != c.JVMs[i].Main || p.JVMs[i].Port != c.JVMs[i].Port {
+			return false
+		}
+	}
+	return true
 }
 
 func lastCause(s string) string {

@@ -407,6 +407,12 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	if cb := ex.Status.CircuitBreaker; cb != nil && p.configSHA != "" && cb.Generation == ex.Generation && cb.ConfigSHA256 == p.configSHA {
 		p.breakerOpen = true
 	}
+	// A spec and config that a JVM ran for the breaker window stay proven
+	// when every such JVM has restarted since: only a change goes to one
+	// container first.
+	if pr := ex.Status.Proven; pr != nil && p.configSHA != "" && pr.Generation == ex.Generation && pr.ConfigSHA256 == p.configSHA {
+		p.proven = true
+	}
 	strategy, ok := r.strategies[p.spec.Injection.Strategy]
 	if !ok && attachAllowed(p.spec) {
 		p.strategyErr = fmt.Sprintf("spec.injection.strategy %s is not enabled in this operator (its --strategies flag, env STRATEGIES, enables %s); no pod was touched: "+
@@ -918,7 +924,11 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 				p.retryIn = minPositive(p.retryIn, wait)
 				continue
 			}
-			j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: ok})
+			t := task{container: cs, previous: c, hadRecord: ok}
+			if rec.Exporter == ex.Name {
+				t.earlier = rec.Containers[cs.Name]
+			}
+			j.tasks = append(j.tasks, t)
 		}
 	}
 	r.retries.keepOnly(pod, pod.Status.ContainerStatuses)
@@ -1253,6 +1263,9 @@ func (r *Reconciler) status(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxEx
 	}
 	if p.rejectedConfig != nil {
 		st.RejectedConfig = p.rejectedConfig
+	}
+	if pr := st.Proven; p.proven && p.configSHA != "" && (pr == nil || pr.Generation != p.generation || pr.ConfigSHA256 != p.configSHA) {
+		st.Proven = &jmxv1alpha1.ProvenChange{Generation: p.generation, ConfigSHA256: p.configSHA, ProvenAt: metav1.Now()}
 	}
 	// A namespace this operator serves now may have been reported as not
 	// served before (by an operator with other --namespaces).

@@ -61,8 +61,9 @@ const (
 	// first seen, with the state of then.
 	coalesced
 	// urgent: a new generation, a condition other than Ready turning or
-	// changing its reason, the circuit breaker or a rejected config (state
-	// the operator itself relies on across restarts): written at once.
+	// changing its reason, the circuit breaker, a rejected config or a
+	// proven change (state the operator itself relies on across restarts):
+	// written at once.
 	urgent
 )
 
@@ -74,6 +75,7 @@ func changeOf(old, st *jmxv1alpha1.PrometheusJmxExporterStatus) statusChange {
 	if old.ObservedGeneration != st.ObservedGeneration ||
 		!equality.Semantic.DeepEqual(old.CircuitBreaker, st.CircuitBreaker) ||
 		!equality.Semantic.DeepEqual(old.RejectedConfig, st.RejectedConfig) ||
+		!equality.Semantic.DeepEqual(old.Proven, st.Proven) ||
 		len(old.Conditions) != len(st.Conditions) {
 		return urgent
 	}

@@ -235,6 +235,34 @@ func (p *operatorProcess) requests() (Requests, error) {
 	return parseRequests(resp.Body)
 }
 
+// settle waits until the operator has made no write for quiet (its Events
+// go out in the background, behind the work that caused them), at most
+// limit, and returns its requests then. A phase that ends before its Events
+// are out would hand them to the next phase.
+func (p *operatorProcess) settle(ctx context.Context, quiet, limit time.Duration) (Requests, error) {
+	last, err := p.requests()
+	if err != nil {
+		return nil, err
+	}
+	stable, deadline := time.Now(), time.Now().Add(limit)
+	for time.Since(stable) < quiet && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		now, err := p.requests()
+		if err != nil {
+			return nil, err
+		}
+		if now.writes() != last.writes() {
+			stable = time.Now()
+		}
+		last = now
+	}
+	return last, nil
+}
+
 // parseRequests reads handlerkit_client_requests_total from the text
 // exposition format.
 func parseRequests(r io.Reader) (Requests, error) {

@@ -2,6 +2,7 @@ package scale
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -106,7 +107,9 @@ func Markdown(meta Meta, results []*Result) string {
 		fmt.Fprintf(&b, " **%.3f** | **%s** |", r.Initial.writes()/float64(max(r.InitialStarts, 1)),
 			steadyFigure(r, r.Steady.writes()/float64(max(r.RestartsRecorded, 1))))
 	}
-	b.WriteString("\n\nTargets of issue 28:\n\n| target | ")
+	b.WriteString("\n")
+	eventsTable(&b, results)
+	b.WriteString("\nTargets of issue 28:\n\n| target | ")
 	for _, r := range results {
 		fmt.Fprintf(&b, "%s | ", r.Shape)
 	}
@@ -174,4 +177,40 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// eventsTable writes the Events per container start by object kind and
+// reason, when the results carry them (results saved before they were
+// counted do not).
+func eventsTable(b *strings.Builder, results []*Result) {
+	keys := map[string]bool{}
+	for _, r := range results {
+		for k := range r.InitialEvents {
+			keys[k] = true
+		}
+		for k := range r.SteadyEvents {
+			keys[k] = true
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	sorted := slices.Sorted(maps.Keys(keys))
+	b.WriteString("\nEvents per container start, by the kind of object and reason (listed from the API server before and after each phase; an Event folded into an earlier one counts as often as its count):\n\n| Event |")
+	for _, r := range results {
+		fmt.Fprintf(b, " %s, initial | %s, steady |", r.Shape, r.Shape)
+	}
+	b.WriteString("\n|---|")
+	for range results {
+		b.WriteString("---|---|")
+	}
+	b.WriteString("\n")
+	for _, k := range sorted {
+		fmt.Fprintf(b, "| %s |", k)
+		for _, r := range results {
+			fmt.Fprintf(b, " %.3f | %s |", r.InitialEvents[k]/float64(max(r.InitialStarts, 1)),
+				steadyFigure(r, r.SteadyEvents[k]/float64(max(r.RestartsRecorded, 1))))
+		}
+		b.WriteString("\n")
+	}
 }

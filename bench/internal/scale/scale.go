@@ -96,6 +96,10 @@ type Result struct {
 	// served (Pods).
 	Initial       Requests `json:"initial"`
 	InitialStarts int      `json:"initialStarts"`
+	// InitialEvents and SteadyEvents are the Events the phases created, by
+	// the kind of object and reason.
+	InitialEvents Events `json:"initialEvents,omitempty"`
+	SteadyEvents  Events `json:"steadyEvents,omitempty"`
 	// Steady are the operator's requests from the first restart until every
 	// restarted start was recorded; Restarts how many restarts there were,
 	// RestartsRecorded how many of them were recorded, SteadySeconds how long
@@ -135,6 +139,15 @@ func (r *Result) StatusWritesPerMinute() float64 {
 	}
 	return r.Steady.statusWrites() / (r.SteadySeconds / 60)
 }
+
+// A phase ends once the operator has made no write for settleQuiet (its
+// Events, sent in the background, and its paced status writes belong to
+// the phase: longer than operator.StatusDelay), or settleLimit after its
+// starts were recorded.
+const (
+	settleQuiet = 6 * time.Second // operator.StatusDelay is 5 s
+	settleLimit = 2 * time.Minute
+)
 
 // Prepare installs the PrometheusJmxExporter CRD from the checkout at root
 // into env; once per control plane.
@@ -221,6 +234,10 @@ func Run(ctx context.Context, env *testenv.Environment, cfg Config) (*Result, er
 	if err != nil {
 		return nil, err
 	}
+	events0, err := eventCounts(ctx, kube, ns)
+	if err != nil {
+		return nil, err
+	}
 	first := time.Now()
 	if err := createPods(ctx, kube, k, ns, cfg.Pods); err != nil {
 		return nil, err
@@ -245,11 +262,16 @@ func Run(ctx context.Context, env *testenv.Environment, cfg Config) (*Result, er
 			return res, err
 		}
 	}
-	after, err := op.requests()
+	after, err := op.settle(ctx, settleQuiet, settleLimit)
 	if err != nil {
 		return nil, err
 	}
 	res.Initial, res.InitialStarts = after.minus(before), res.Recorded
+	events1, err := eventCounts(ctx, kube, ns)
+	if err != nil {
+		return nil, err
+	}
+	res.InitialEvents = events1.minus(events0)
 	cpu1, err := readProc(op.cmd.Process.Pid)
 	if err != nil {
 		return nil, err
@@ -276,12 +298,17 @@ func Run(ctx context.Context, env *testenv.Environment, cfg Config) (*Result, er
 		if err := waitRecorded(ctx, k, op, cfg.Pods, cfg.Timeout, progress); err != nil {
 			return res, err
 		}
-		end, err := op.requests()
+		res.SteadySeconds = time.Since(steadyStart).Seconds()
+		end, err := op.settle(ctx, settleQuiet, settleLimit)
 		if err != nil {
 			return nil, err
 		}
-		res.SteadySeconds = time.Since(steadyStart).Seconds()
 		res.Steady = end.minus(after)
+		events2, err := eventCounts(ctx, kube, ns)
+		if err != nil {
+			return nil, err
+		}
+		res.SteadyEvents = events2.minus(events1)
 		lat, unrecorded := k.latencies(steadyStart)
 		res.RestartsRecorded = len(lat)
 		if unrecorded > 0 {

@@ -58,6 +58,7 @@ func TestSmokeEveryPodIsRecordedInBothShapes(t *testing.T) {
 	for _, want := range []string{
 		"| one exporter, all pods | 50 | 1 |", "| 5 exporters of 10 pods | 50 | 5 |",
 		"| patch pods/ephemeralcontainers |", "| **all writes** |", "every exporter object under 256 KiB",
+		"| Pod Injected |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
@@ -86,6 +87,11 @@ func check(t *testing.T, r *scale.Result) {
 	}
 	if r.Initial["update prometheusjmxexporters/status"]+r.Initial["patch prometheusjmxexporters/status"] == 0 {
 		t.Errorf("%s: no exporter status written: %v", r.Shape, r.Initial)
+	}
+	// The operator says Injected on each pod; Events go out asynchronously,
+	// so only their presence is asserted.
+	if r.InitialEvents["Pod Injected"] == 0 {
+		t.Errorf("%s: no Injected Event on a pod counted: %v", r.Shape, r.InitialEvents)
 	}
 	if r.CPUSeconds <= 0 || r.PeakRSS == 0 || r.LargestExporterBytes == 0 || r.RecordSeconds <= 0 || len(r.RestartLatency) != 3 {
 		t.Errorf("%s: a figure is missing: %+v", r.Shape, r)

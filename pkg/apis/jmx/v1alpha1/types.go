@@ -418,6 +418,33 @@ type PrometheusJmxExporterStatus struct {
 	// is False and no other JVM is given that config.
 	// +optional
 	RejectedConfig *RejectedConfig `json:"rejectedConfig,omitempty"`
+
+	// Proven is the latest spec and config that a JVM has run for the
+	// operator's breaker window after its load. While its generation and
+	// configSHA256 are the exporter's current ones, a container start is
+	// injected at once, even when every JVM that proved them has since
+	// restarted (a rollout, a node drain): only a change is tried on one
+	// container first. It lives in the status so that it survives a restart
+	// of the operator.
+	// +optional
+	Proven *ProvenChange `json:"proven,omitempty"`
+}
+
+// ProvenChange is a spec and config that a JVM ran for the breaker window.
+type ProvenChange struct {
+	// Generation is the exporter's metadata.generation that was proven.
+	// +required
+	Generation int64 `json:"generation"`
+
+	// ConfigSHA256 is the sha256 (hex) of the config that was proven.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	ConfigSHA256 string `json:"configSHA256"`
+
+	// ProvenAt is when the operator first saw a JVM that had run them for
+	// the breaker window.
+	// +optional
+	ProvenAt metav1.Time `json:"provenAt,omitempty"`
 }
 
 // CircuitBreaker records the JVM whose end tripped an exporter's breaker,
