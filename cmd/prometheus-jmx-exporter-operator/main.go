@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/handlerkit/handlerkit/internal/memlimit"
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/leader"
 	"github.com/handlerkit/handlerkit/pkg/metrics"
@@ -431,6 +432,15 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 	cfg, err := restConfig(c)
 	if err != nil {
 		return err
+	}
+	// A soft memory limit under the container's: the garbage collector
+	// works harder near it rather than the kernel killing the operator
+	// (docs/operator.md, Memory at scale).
+	if soft, hard, err := memlimit.Set("/sys/fs/cgroup"); err != nil {
+		log.Warnf("no soft memory limit: %v", err)
+	} else if soft > 0 {
+		log.Infof("Go's soft memory limit: %d MiB, %.0f%% of the container's %d MiB (GOMEMLIMIT overrides)",
+			soft>>20, memlimit.Ratio*100, hard>>20)
 	}
 	scheme, err := operator.Scheme()
 	if err != nil {

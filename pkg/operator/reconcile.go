@@ -976,8 +976,14 @@ type endpointKey struct {
 // namespace: a namespace of a thousand exporters of ten pods each decoded
 // its 10,000 pods at every look at each.
 func (r *Reconciler) departed(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, sel labels.Selector) []*corev1.Pod {
+	// Chosen by metadata before anything is decoded: of the exporter's
+	// recorded pods (all of its pods, most of the time), usually none left.
+	leftSelector := query.WhereMeta(func(m metav1.Object) bool {
+		_, ok := m.GetAnnotations()[AnnotationAgents]
+		return ok && m.GetDeletionTimestamp() == nil && !sel.Matches(labels.Set(m.GetLabels()))
+	})
 	var pods corev1.PodList
-	if err := r.read.List(ctx, ex.Namespace, &pods, query.FromWatch(WatchPods), query.MatchingIndex(indexRecordedBy, ex.Name)); err != nil {
+	if err := r.read.List(ctx, ex.Namespace, &pods, query.FromWatch(WatchPods), query.MatchingIndex(indexRecordedBy, ex.Name), leftSelector); err != nil {
 		return nil
 	}
 	var out []*corev1.Pod

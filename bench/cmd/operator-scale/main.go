@@ -44,6 +44,7 @@ func run() error {
 	var (
 		cfg                  scale.Config
 		shapes, args, binary string
+		env                  string
 		jsonOut, doc, from   string
 	)
 	flag.IntVar(&cfg.Pods, "pods", 10000, "pods created as objects")
@@ -54,12 +55,14 @@ func run() error {
 	flag.DurationVar(&cfg.Timeout, "timeout", 30*time.Minute, "longest wait for every start to be recorded, per phase")
 	flag.StringVar(&binary, "operator", "", "the operator binary (default: built from the checkout with go build)")
 	flag.StringVar(&args, "operator-args", "", "more operator flags, space-separated (e.g. --parallelism=16 --breaker-window=10s)")
+	flag.StringVar(&env, "operator-env", "", "environment variables for the operator, space-separated NAME=VALUE (e.g. GOMEMLIMIT=230MiB, what the operator sets itself in a container limited to 256 MiB)")
 	flag.BoolVar(&cfg.Profile, "profile", false, "build the operator with a pprof server (go build -overlay; the source is not changed), instead of -operator, and save its heap profiles next to its log")
 	flag.StringVar(&jsonOut, "json", "", "also write the raw results to this file")
 	flag.StringVar(&from, "from", "", "render results saved with -json instead of measuring: files, comma-separated (e.g. one per shape, run apart)")
 	flag.StringVar(&doc, "doc", "", "also write the table into this markdown file, between "+docBegin+" and "+docEnd)
 	flag.Parse()
 	cfg.OperatorArgs = strings.Fields(args)
+	cfg.OperatorEnv = strings.Fields(env)
 	cfg.Progress = os.Stderr
 
 	if from != "" {

@@ -107,7 +107,7 @@ type operatorProcess struct {
 // startOperator starts the operator binary against the cluster of
 // kubeconfig, serving namespace ns, and waits until it is ready. Its log
 // goes to logPath.
-func startOperator(ctx context.Context, binary, kubeconfig, ns, logPath string, extra []string) (*operatorProcess, error) {
+func startOperator(ctx context.Context, binary, kubeconfig, ns, logPath string, extra, env []string) (*operatorProcess, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func startOperator(ctx context.Context, binary, kubeconfig, ns, logPath string, 
 	cmd := exec.Command(binary, args...)
 	// A clean environment: POD_NAMESPACE and the flags' variables of the
 	// calling shell must not reach it.
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), pprofEnv + "=" + pprofAddr}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), pprofEnv + "=" + pprofAddr}, env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()

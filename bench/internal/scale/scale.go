@@ -59,6 +59,9 @@ type Config struct {
 	// no webhook, no PodMonitors, the metrics address).
 	Operator     string
 	OperatorArgs []string
+	// OperatorEnv are NAME=VALUE pairs added to the operator's otherwise
+	// clean environment (PATH and HOME).
+	OperatorEnv []string
 	// Profile saves the operator's heap profile (heap-<namespace>-<phase>.pprof
 	// in Dir) once every pod is recorded and at the end; the operator must be
 	// a ProfiledBuild.
@@ -213,7 +216,7 @@ func Run(ctx context.Context, env *testenv.Environment, cfg Config) (*Result, er
 		return nil, err
 	}
 	logPath := filepath.Join(cfg.Dir, "operator-"+ns+".log")
-	op, err := startOperator(ctx, cfg.Operator, kubeconfig, ns, logPath, cfg.OperatorArgs)
+	op, err := startOperator(ctx, cfg.Operator, kubeconfig, ns, logPath, cfg.OperatorArgs, cfg.OperatorEnv)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -475,5 +476,62 @@ func TestFromWatchReadsATransformedWatchsOwnCache(t *testing.T) {
 	missing := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "missing"}}
 	if err := r.Get(ctx, missing, query.FromWatch("trimmed")); !apierrors.IsNotFound(err) {
 		t.Errorf("a missing object through FromWatch: %v, want NotFound", err)
+	}
+}
+
+// TestWhereMetaKeepsObjectsByTheirMetadata: WhereMeta filters a List by the
+// objects' metadata, from the cache (plain, by index, with a label
+// selector) and from the API server alike.
+func TestWhereMetaKeepsObjectsByTheirMetadata(t *testing.T) {
+	byApp := func(obj runtime.Object) ([]string, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, err
+		}
+		return []string{m.GetLabels()["app"]}, nil
+	}
+	f := newFixture(t, nil, sdk.WithIndex("app", byApp))
+	f.createCM(t, "web-1", map[string]string{"app": "web", "tier": "front"})
+	f.createCM(t, "web-2", map[string]string{"app": "web"})
+	f.createCM(t, "db-1", map[string]string{"app": "db", "tier": "back"})
+	for _, n := range []string{"web-1", "web-2", "db-1"} {
+		f.waitCached(t, n)
+	}
+	withTier := query.WhereMeta(func(m metav1.Object) bool { _, ok := m.GetLabels()["tier"]; return ok })
+	for _, c := range []struct {
+		name string
+		opts []query.Option
+		want string
+	}{
+		{"cache", []query.Option{withTier}, "db-1,web-1"},
+		{"cache, selector", []query.Option{withTier, query.WithLabelSelector("app=web")}, "web-1"},
+		{"cache, index", []query.Option{withTier, query.MatchingIndex("app", "web")}, "web-1"},
+		{"API server", []query.Option{withTier, query.Live()}, "db-1,web-1"},
+		{"API server, selector", []query.Option{withTier, query.Live(), query.WithLabelSelector("app=db")}, "db-1"},
+		{"none kept", []query.Option{query.WhereMeta(func(metav1.Object) bool { return false })}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var list corev1.ConfigMapList
+			if err := f.reader.List(context.Background(), f.ns, &list, c.opts...); err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, cm := range list.Items {
+				names = append(names, cm.Name)
+				if cm.Data["name"] != cm.Name {
+					t.Errorf("%s: data %v, want the whole object", cm.Name, cm.Data)
+				}
+			}
+			if got := strings.Join(names, ","); got != c.want {
+				t.Errorf("List = %q, want %q", got, c.want)
+			}
+		})
+	}
+	if err := f.reader.Get(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "web-1"}}, withTier); err == nil ||
+		!strings.Contains(err.Error(), "apply to List") {
+		t.Errorf("Get with WhereMeta: %v, want an error", err)
+	}
+	if err := f.reader.List(context.Background(), f.ns, &corev1.ConfigMapList{}, query.WhereMeta(nil)); err == nil {
+		t.Error("WhereMeta(nil): no error")
 	}
 }
