@@ -87,7 +87,7 @@ func Markdown(meta Meta, results []*Result) string {
 	})
 	b.WriteString("| request |")
 	for _, r := range results {
-		fmt.Fprintf(&b, " %s, initial | %s, steady |", r.Shape, r.Shape)
+		fmt.Fprintf(&b, " %s, initial | %s, steady |", columnName(r), columnName(r))
 	}
 	b.WriteString("\n|---|")
 	for range results {
@@ -111,7 +111,7 @@ func Markdown(meta Meta, results []*Result) string {
 	eventsTable(&b, results)
 	b.WriteString("\nTargets of issue 28:\n\n| target | ")
 	for _, r := range results {
-		fmt.Fprintf(&b, "%s | ", r.Shape)
+		fmt.Fprintf(&b, "%s | ", columnName(r))
 	}
 	b.WriteString("\n|---|")
 	for range results {
@@ -142,11 +142,24 @@ func Markdown(meta Meta, results []*Result) string {
 	return b.String()
 }
 
-func shapeName(r *Result) string {
-	if r.Shape == ShapeOne {
-		return "one exporter, all pods"
+// columnName is the result's short name in the tables' headers: its shape,
+// and its operator environment when it has one.
+func columnName(r *Result) string {
+	if len(r.OperatorEnv) == 0 {
+		return r.Shape
 	}
-	return fmt.Sprintf("%s exporters of %d pods", thousands(r.Exporters), r.Pods/max(r.Exporters, 1))
+	return r.Shape + ", " + strings.Join(r.OperatorEnv, " ")
+}
+
+func shapeName(r *Result) string {
+	name := fmt.Sprintf("%s exporters of %d pods", thousands(r.Exporters), r.Pods/max(r.Exporters, 1))
+	if r.Shape == ShapeOne {
+		name = "one exporter, all pods"
+	}
+	if len(r.OperatorEnv) > 0 {
+		name += " (" + strings.Join(r.OperatorEnv, " ") + ")"
+	}
+	return name
 }
 
 func steadyFigure(r *Result, v float64) string {
@@ -198,7 +211,7 @@ func eventsTable(b *strings.Builder, results []*Result) {
 	sorted := slices.Sorted(maps.Keys(keys))
 	b.WriteString("\nEvents per container start, by the kind of object and reason (listed from the API server before and after each phase; an Event folded into an earlier one counts as often as its count):\n\n| Event |")
 	for _, r := range results {
-		fmt.Fprintf(b, " %s, initial | %s, steady |", r.Shape, r.Shape)
+		fmt.Fprintf(b, " %s, initial | %s, steady |", columnName(r), columnName(r))
 	}
 	b.WriteString("\n|---|")
 	for range results {

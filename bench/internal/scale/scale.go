@@ -85,6 +85,8 @@ type Result struct {
 	Shape     string `json:"shape"`
 	Pods      int    `json:"pods"`
 	Exporters int    `json:"exporters"`
+	// OperatorEnv is Config.OperatorEnv (GOMEMLIMIT, for example).
+	OperatorEnv []string `json:"operatorEnv,omitempty"`
 	// CreateSeconds is the time to create every pod and report it running;
 	// RecordSeconds the time from the last pod reported running to the
 	// last pod recorded (the operator's record on the pod shows the agent in
@@ -200,7 +202,7 @@ func Run(ctx context.Context, env *testenv.Environment, cfg Config) (*Result, er
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Shape: cfg.Shape, Pods: cfg.Pods}
+	res := &Result{Shape: cfg.Shape, Pods: cfg.Pods, OperatorEnv: cfg.OperatorEnv}
 	if err := createExporters(ctx, kube, jmx, ns, cfg, res); err != nil {
 		return nil, err
 	}
