@@ -119,10 +119,12 @@ func (r *Reconciler) stillNeeded(ctx context.Context, j *job) (*corev1.Pod, bool
 	var pod corev1.Pod
 	pod.Namespace, pod.Name = j.pod.Namespace, j.pod.Name
 	if err := r.read.Get(ctx, &pod, query.FromWatch(WatchPods)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, false
+		if !apierrors.IsNotFound(err) {
+			// The cache is stopping (shutdown, leadership lost) or not
+			// synced: the look that follows the job plans it again.
+			r.op.Logger().Warnf("operator: read pod %s/%s from the cache: %v; its job is planned again", j.pod.Namespace, j.pod.Name, err)
 		}
-		return j.pod, true // the strategies check the live pod anyway
+		return nil, false
 	}
 	if pod.UID != j.pod.UID {
 		return nil, false
