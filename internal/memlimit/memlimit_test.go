@@ -47,10 +47,10 @@ func TestLimitReadsCgroupV2AndV1(t *testing.T) {
 	}
 }
 
-// TestSetGivesTheRuntimeNinetyPercent: with a limit and no GOMEMLIMIT, Set
-// sets the runtime's soft limit to 90 % of it; GOMEMLIMIT and no limit
+// TestSetGivesTheRuntimeItsShareOfTheLimit: with a limit and no GOMEMLIMIT, Set
+// sets the runtime's soft limit to 85 % of it; GOMEMLIMIT and no limit
 // leave the runtime alone.
-func TestSetGivesTheRuntimeNinetyPercent(t *testing.T) {
+func TestSetGivesTheRuntimeItsShareOfTheLimit(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
 	root := t.TempDir()

@@ -33,12 +33,4 @@ func eventCounts(ctx context.Context, kube kubernetes.Interface, ns string) (Eve
 }
 
 // minus returns e - before.
-func (e Events) minus(before Events) Events {
-	out := Events{}
-	for k, v := range e {
-		if d := v - before[k]; d != 0 {
-			out[k] = d
-		}
-	}
-	return out
-}
+func (e Events) minus(before Events) Events { return difference(e, before) }

@@ -300,9 +300,13 @@ func parseRequests(r io.Reader) (Requests, error) {
 }
 
 // minus returns r - before.
-func (r Requests) minus(before Requests) Requests {
-	out := Requests{}
-	for k, v := range r {
+func (r Requests) minus(before Requests) Requests { return difference(r, before) }
+
+// difference returns after - before, key by key, without the keys that did
+// not change.
+func difference[M ~map[string]float64](after, before M) M {
+	out := M{}
+	for k, v := range after {
 		if d := v - before[k]; d != 0 {
 			out[k] = d
 		}

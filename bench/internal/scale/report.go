@@ -62,20 +62,8 @@ func Markdown(meta Meta, results []*Result) string {
 			steadyFigure(r, r.StatusWritesPerMinute()), r.Restarts, r.RestartsRecorded, lat)
 	}
 	b.WriteString("\nRequests per container start, by verb and resource (`handlerkit_client_requests_total` from the operator's /metrics; initial: the first start of every pod; steady: the restarts):\n\n")
-	keys := map[string]bool{}
-	for _, r := range results {
-		for k := range r.Initial {
-			keys[k] = true
-		}
-		for k := range r.Steady {
-			keys[k] = true
-		}
-	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	slices.SortFunc(sorted, func(a, b string) int {
+	sorted := keysOf(results, func(r *Result) []map[string]float64 { return []map[string]float64{r.Initial, r.Steady} })
+	slices.SortStableFunc(sorted, func(a, b string) int {
 		// Writes first, then reads, each by resource.
 		if wa, wb := isWrite(a), isWrite(b); wa != wb {
 			if wa {
@@ -196,19 +184,10 @@ func thousands(n int) string {
 // reason, when the results carry them (results saved before they were
 // counted do not).
 func eventsTable(b *strings.Builder, results []*Result) {
-	keys := map[string]bool{}
-	for _, r := range results {
-		for k := range r.InitialEvents {
-			keys[k] = true
-		}
-		for k := range r.SteadyEvents {
-			keys[k] = true
-		}
-	}
-	if len(keys) == 0 {
+	sorted := keysOf(results, func(r *Result) []map[string]float64 { return []map[string]float64{r.InitialEvents, r.SteadyEvents} })
+	if len(sorted) == 0 {
 		return
 	}
-	sorted := slices.Sorted(maps.Keys(keys))
 	b.WriteString("\nEvents per container start, by the kind of object and reason (listed from the API server before and after each phase; an Event folded into an earlier one counts as often as its count):\n\n| Event |")
 	for _, r := range results {
 		fmt.Fprintf(b, " %s, initial | %s, steady |", columnName(r), columnName(r))
@@ -226,4 +205,18 @@ func eventsTable(b *strings.Builder, results []*Result) {
 		}
 		b.WriteString("\n")
 	}
+}
+
+// keysOf returns the keys of the maps that of gives for each result,
+// sorted and each once.
+func keysOf(results []*Result, of func(*Result) []map[string]float64) []string {
+	keys := map[string]bool{}
+	for _, r := range results {
+		for _, m := range of(r) {
+			for k := range m {
+				keys[k] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(keys))
 }

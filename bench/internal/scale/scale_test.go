@@ -132,3 +132,29 @@ rest_client_requests_total{code="200",host="x",method="GET"} 9
 		}
 	}
 }
+
+// TestMarkdownNamesTheEnvironmentAndBreaksEventsOut: a result run with an
+// operator environment is named by it in every table, and the Events table
+// lists each kind and reason per container start.
+func TestMarkdownNamesTheEnvironmentAndBreaksEventsOut(t *testing.T) {
+	r := &scale.Result{Shape: scale.ShapeOne, Pods: 100, Exporters: 1, Recorded: 100, InitialStarts: 100,
+		Restarts: 10, RestartsRecorded: 10, RestartLatency: []float64{0.1, 0.2, 0.3}, SteadySeconds: 60,
+		OperatorEnv:   []string{"GOMEMLIMIT=217MiB"},
+		Initial:       scale.Requests{"patch pods": 100, "create events": 50},
+		Steady:        scale.Requests{"patch pods": 10, "patch pods/ephemeralcontainers": 10},
+		InitialEvents: scale.Events{"Pod Injected": 50},
+		SteadyEvents:  scale.Events{"Pod InjectionRetry": 5},
+	}
+	md := scale.Markdown(scale.Meta{Start: time.Now(), End: time.Now()}, []*scale.Result{r})
+	for _, want := range []string{
+		"| one exporter, all pods (GOMEMLIMIT=217MiB) | 100 | 1 |",
+		"| one, GOMEMLIMIT=217MiB, initial | one, GOMEMLIMIT=217MiB, steady |",
+		"| Pod Injected | 0.500 | 0.000 |",
+		"| Pod InjectionRetry | 0.000 | 0.500 |",
+		"| **all writes** | **1.500** | **2.000** |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
