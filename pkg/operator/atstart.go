@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
@@ -46,13 +47,20 @@ func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart
 	if served := servedNamespaces(r.opts.Namespaces); len(served) > 0 && !slices.Contains(served, pod.Namespace) {
 		return atstart.Input{}, false, nil
 	}
-	var exporters jmxv1alpha1.PrometheusJmxExporterList
-	if err := r.read.List(ctx, pod.Namespace, &exporters); err != nil {
+	exporters, err := r.selectors.of(ctx, r.read, pod.Namespace)
+	if err != nil {
 		return atstart.Input{}, false, fmt.Errorf("cannot read the exporters of namespace %s: %w", pod.Namespace, err)
 	}
-	ex := ownerOf(pod, exporters.Items)
-	if ex == nil {
+	owner := ownerOf(pod, exporters)
+	if owner == nil {
 		return atstart.Input{}, false, nil
+	}
+	ex := &jmxv1alpha1.PrometheusJmxExporter{}
+	ex.Namespace, ex.Name = owner.namespace, owner.name
+	if err := r.read.Get(ctx, ex); apierrors.IsNotFound(err) {
+		return atstart.Input{}, false, nil // deleted meanwhile
+	} else if err != nil {
+		return atstart.Input{}, false, fmt.Errorf("cannot read exporter %s/%s: %w", owner.namespace, owner.name, err)
 	}
 	spec := r.defaulted(ex.Spec)
 	if mode := spec.Injection.Mode; mode != jmxv1alpha1.InjectionModeAtStart && mode != jmxv1alpha1.InjectionModeBoth {

@@ -225,12 +225,24 @@ func TestOwnerOfIsTheOldestSelectingExporter(t *testing.T) {
 		at("oldest-other", 50, map[string]string{"app": "b"}),
 		at("empty", 10, map[string]string{}),
 	}
-	if o := ownerOf(pod, exs); o == nil || o.Name != "older" {
+	refs := func() []*selectorRef {
+		var out []*selectorRef
+		for i := range exs {
+			out = append(out, refOf(&exs[i]))
+		}
+		return out
+	}
+	if o := ownerOf(pod, refs()); o == nil || o.name != "older" {
 		t.Fatalf("owner %v", o)
 	}
 	exs = append(exs, at("also-older", 100, map[string]string{"app": "a"}))
-	if o := ownerOf(pod, exs); o.Name != "also-older" {
-		t.Fatalf("tie: owner %s, want the first by name", o.Name)
+	if o := ownerOf(pod, refs()); o.name != "also-older" {
+		t.Fatalf("tie: owner %s, want the first by name", o.name)
+	}
+	now := metav1.Now()
+	exs[len(exs)-1].DeletionTimestamp = &now
+	if o := ownerOf(pod, refs()); o.name != "older" {
+		t.Fatalf("an exporter being deleted owns pods: owner %s", o.name)
 	}
 }
 

@@ -60,6 +60,8 @@ type Reconciler struct {
 	evictions map[string]*evictions
 	// pacer decides when a changed status is written (status.go).
 	pacer statusPacer
+	// selectors keeps the exporters' parsed selectors (selectors.go).
+	selectors exporterSelectors
 }
 
 // refusal is a status the API server refused: its fingerprint
@@ -443,8 +445,8 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 		return p
 	}
 	p.podsRead = true
-	var exporters jmxv1alpha1.PrometheusJmxExporterList
-	if err := r.read.List(ctx, ex.Namespace, &exporters); err != nil {
+	exporters, err := r.selectors.of(ctx, r.read, ex.Namespace)
+	if err != nil {
 		log.Warnf("operator: list exporters in %s: %v", ex.Namespace, err)
 	}
 	for i := range pods.Items {
@@ -454,8 +456,8 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 			continue
 		}
 		p.matched = append(p.matched, pod)
-		if owner := ownerOf(pod, exporters.Items); owner != nil && owner.UID != ex.UID {
-			p.conflicts[owner.Name] = append(p.conflicts[owner.Name], pod.Name)
+		if owner := ownerOf(pod, exporters); owner != nil && owner.uid != ex.UID {
+			p.conflicts[owner.name] = append(p.conflicts[owner.name], pod.Name)
 			p.pods[pod.Name] = podConflict
 			continue
 		}
@@ -804,26 +806,6 @@ func (p *plan) hasPod(uid string) bool {
 	return false
 }
 
-// ownerOf returns the exporter that injects pod: of all exporters whose
-// selector matches it, the oldest (then the first by name).
-func ownerOf(pod *corev1.Pod, exporters []jmxv1alpha1.PrometheusJmxExporter) *jmxv1alpha1.PrometheusJmxExporter {
-	var owner *jmxv1alpha1.PrometheusJmxExporter
-	for i := range exporters {
-		ex := &exporters[i]
-		if ex.DeletionTimestamp != nil || ex.Spec.Selector == nil {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(ex.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		if owner == nil || ex.CreationTimestamp.Before(&owner.CreationTimestamp) ||
-			ex.CreationTimestamp.Equal(&owner.CreationTimestamp) && ex.Name < owner.Name {
-			owner = ex
-		}
-	}
-	return owner
-}
 
 // planPod works out, for one pod the exporter owns, what each selected
 // container's current start needs, and queues a job when something does.
@@ -1133,18 +1115,13 @@ func (r *Reconciler) exportersOfPod(ctx context.Context, obj runtime.Object) []s
 	if rec := readRecord(pod); rec.Exporter != "" {
 		keys = append(keys, pod.Namespace+"/"+rec.Exporter)
 	}
-	var exporters jmxv1alpha1.PrometheusJmxExporterList
-	if err := r.read.List(ctx, pod.Namespace, &exporters); err != nil {
+	exporters, err := r.selectors.of(ctx, r.read, pod.Namespace)
+	if err != nil {
 		return keys
 	}
-	for i := range exporters.Items {
-		ex := &exporters.Items[i]
-		if ex.Spec.Selector == nil {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(ex.Spec.Selector)
-		if err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
-			keys = appendOnce(keys, ex.Namespace+"/"+ex.Name)
+	for _, ref := range exporters {
+		if ref.selector != nil && ref.selector.Matches(labels.Set(pod.Labels)) {
+			keys = appendOnce(keys, ref.namespace+"/"+ref.name)
 		}
 	}
 	return keys

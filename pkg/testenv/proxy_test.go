@@ -128,7 +128,7 @@ func proxyRules(t *testing.T) map[string]bool {
 			if strings.HasPrefix(line, "*") {
 				table = line
 			}
-			if !strings.Contains(line, "KUBE-") || strings.Contains(line, "KUBE-KUBELET-CANARY") {
+			if !strings.Contains(line, "KUBE-") || kubeletChain(line) {
 				continue
 			}
 			if i := strings.LastIndex(line, " ["); i > 0 && strings.HasPrefix(line, ":") {
@@ -138,6 +138,20 @@ func proxyRules(t *testing.T) map[string]bool {
 		}
 	}
 	return rules
+}
+
+// kubeletChain says whether an iptables-save line is of a chain the
+// kubelet keeps, not kube-proxy: the kubelet creates them at its first
+// start on a machine and never removes them, so on a fresh machine they
+// appear during a test without being a rule kube-proxy left behind (seen
+// red: ip6tables' KUBE-FIREWALL after the first node of a fresh machine).
+func kubeletChain(line string) bool {
+	for _, chain := range []string{"KUBE-KUBELET-CANARY", "KUBE-FIREWALL", "KUBE-IPTABLES-HINT"} {
+		if strings.Contains(line, chain) {
+			return true
+		}
+	}
+	return false
 }
 
 // startServiceProxy starts an environment with the service proxy and the
