@@ -806,7 +806,6 @@ func (p *plan) hasPod(uid string) bool {
 	return false
 }
 
-
 // planPod works out, for one pod the exporter owns, what each selected
 // container's current start needs, and queues a job when something does.
 //
