@@ -163,15 +163,19 @@ func raceChild(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
+	// The loops stop between steps, never by cancelling a request: a
+	// request cancelled before it was sent is not in client-go's metric,
+	// and the count below must be exact (seen once: 95 counted of 96).
+	ctx := context.Background()
 	var wg sync.WaitGroup
 	var requests, logged atomic.Int64
+	var stopping atomic.Bool
 	loop := func(step func() error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
-				if err := step(); err != nil && ctx.Err() == nil {
+			for !stopping.Load() {
+				if err := step(); err != nil {
 					t.Errorf("child: %v", err)
 					return
 				}
@@ -197,7 +201,7 @@ func raceChild(t *testing.T) {
 		return nil
 	})
 	stop := func() {
-		cancel()
+		stopping.Store(true)
 		wg.Wait()
 	}
 	defer stop()
