@@ -351,17 +351,10 @@ func TrimPod(obj runtime.Object) (runtime.Object, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &corev1.Pod{TypeMeta: pod.TypeMeta}
-	out.Name, out.Namespace, out.UID = pod.Name, pod.Namespace, pod.UID
-	out.ResourceVersion, out.Generation = pod.ResourceVersion, pod.Generation
+	out := jobPod(pod)
+	out.Generation = pod.Generation
 	out.Labels, out.Annotations, out.OwnerReferences = pod.Labels, pod.Annotations, pod.OwnerReferences
 	out.CreationTimestamp, out.DeletionTimestamp = pod.CreationTimestamp, pod.DeletionTimestamp
-	if sc := pod.Spec.SecurityContext; sc != nil {
-		out.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: sc.RunAsUser, RunAsGroup: sc.RunAsGroup}
-	}
-	for _, c := range pod.Spec.Containers {
-		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name, SecurityContext: c.SecurityContext})
-	}
 	out.Status.Phase, out.Status.PodIP = pod.Status.Phase, pod.Status.PodIP
 	for _, cs := range pod.Status.ContainerStatuses {
 		out.Status.ContainerStatuses = append(out.Status.ContainerStatuses, corev1.ContainerStatus{

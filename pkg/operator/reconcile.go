@@ -495,7 +495,8 @@ func ownPods(jobs []*job) {
 	}
 }
 
-// jobPod is the part of pod a job keeps (ownPods).
+// jobPod is the part of pod a job keeps (ownPods), and what TrimPod keeps
+// of the pod's identity and spec.
 func jobPod(pod *corev1.Pod) *corev1.Pod {
 	out := &corev1.Pod{TypeMeta: pod.TypeMeta}
 	out.Name, out.Namespace, out.UID, out.ResourceVersion = pod.Name, pod.Namespace, pod.UID, pod.ResourceVersion

@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,8 +71,8 @@ func ownerOf(pod *corev1.Pod, refs []*selectorRef) *selectorRef {
 // The operator at scale). Now only exporters that changed since they were
 // last read are decoded. Its zero value is ready to use.
 type exporterSelectors struct {
-	mu    sync.Mutex
-	byKey map[string]*selectorRef // namespace/name
+	mu   sync.Mutex
+	byNS map[string]map[string]*selectorRef // namespace → name → ref
 }
 
 // of returns the selectorRefs of namespace ns's exporters, read through
@@ -81,35 +80,34 @@ type exporterSelectors struct {
 func (s *exporterSelectors) of(ctx context.Context, read *query.Reader, ns string) ([]*selectorRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.byKey == nil {
-		s.byKey = map[string]*selectorRef{}
+	if s.byNS == nil {
+		s.byNS = map[string]map[string]*selectorRef{}
 	}
+	known := s.byNS[ns]
 	seen := map[string]bool{}
 	// Chosen by metadata before anything is decoded: only the exporters
 	// that are new or changed since they were read.
 	changed := query.WhereMeta(func(m metav1.Object) bool {
-		key := m.GetNamespace() + "/" + m.GetName()
-		seen[key] = true
-		ref, ok := s.byKey[key]
+		seen[m.GetName()] = true
+		ref, ok := known[m.GetName()]
 		return !ok || ref.resourceVersion != m.GetResourceVersion() || ref.uid != m.GetUID()
 	})
 	var list jmxv1alpha1.PrometheusJmxExporterList
 	if err := read.List(ctx, ns, &list, changed); err != nil {
 		return nil, err
 	}
-	for i := range list.Items {
-		ex := &list.Items[i]
-		s.byKey[ex.Namespace+"/"+ex.Name] = refOf(ex)
+	next := make(map[string]*selectorRef, len(seen))
+	for name := range seen {
+		if ref, ok := known[name]; ok {
+			next[name] = ref // unchanged, or replaced below
+		}
 	}
-	refs := make([]*selectorRef, 0, len(seen))
-	for key, ref := range s.byKey {
-		if !strings.HasPrefix(key, ns+"/") {
-			continue
-		}
-		if !seen[key] {
-			delete(s.byKey, key) // deleted
-			continue
-		}
+	for i := range list.Items {
+		next[list.Items[i].Name] = refOf(&list.Items[i])
+	}
+	s.byNS[ns] = next // the exporters not seen are deleted
+	refs := make([]*selectorRef, 0, len(next))
+	for _, ref := range next {
 		refs = append(refs, ref)
 	}
 	return refs, nil
