@@ -15,6 +15,7 @@
 package atstart
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -96,6 +97,15 @@ type Input struct {
 	// CopyCommand is the init container's command for DeliveryInitContainer; it must leave the jar at
 	// MountPath/<base name of AgentPath>. Default: DefaultCopyCommand(AgentPath).
 	CopyCommand []string
+	// Generation is the exporter's metadata.generation, recorded in the annotation (0: not recorded).
+	Generation int64
+	// Canary is true when this pod tries a change of the exporter (a generation and config that no JVM has run
+	// long enough yet) alone; recorded in the annotation.
+	Canary bool
+	// Claim, when set, is called by Handler once Mutate has chosen containers to inject, and not for a dry run:
+	// the operator claims there the pod's try of the change (Canary). An error leaves the pod unchanged, with the
+	// error as a note. Mutate itself never calls it.
+	Claim func(ctx context.Context) error
 }
 
 // DefaultCopyCommand is the init container's command: jmx-attach copy-agent, which copies and checks the jar with
@@ -118,6 +128,11 @@ type Record struct {
 	ConfigHash string `json:"configHash"`
 	// Delivery is how the jar reached the pod.
 	Delivery Delivery `json:"delivery"`
+	// Generation is the exporter's metadata.generation the pod was injected under (absent in annotations of
+	// earlier releases).
+	Generation int64 `json:"generation,omitempty"`
+	// Canary is true when the pod was the one that tried a change of the exporter alone (Input.Canary).
+	Canary bool `json:"canary,omitempty"`
 }
 
 // ParseRecord returns the Record a pod was annotated with, and false when it carries none.
@@ -335,7 +350,8 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 		note("the pod uses the host's network: its agents' ports are the node's, and another pod on the node may hold them")
 	}
 
-	rec := Record{Exporter: c.Exporter, Port: c.Port, Ports: map[string]int32{}, ConfigHash: ConfigHash(c.Config), Delivery: c.Delivery}
+	rec := Record{Exporter: c.Exporter, Port: c.Port, Ports: map[string]int32{}, ConfigHash: ConfigHash(c.Config), Delivery: c.Delivery,
+		Generation: c.Generation, Canary: c.Canary}
 	for _, t := range targets {
 		name := pod.Spec.Containers[t.index].Name
 		rec.Containers = append(rec.Containers, name)
