@@ -88,8 +88,14 @@ func (r *Reconciler) observeAtStart(p *plan, pod *corev1.Pod) {
 		// second of the start.
 		if landed := c.loadedAt().Add(time.Second); now.Sub(landed) >= window {
 			p.proven = true
-		} else if landed.After(p.landedAt) {
-			p.landedAt = landed
+		} else {
+			if landed.After(p.landedAt) {
+				p.landedAt = landed
+			}
+			// Nothing else may wake the exporter when the window has passed
+			// (no job runs for a pod given the agent at start), and the
+			// pods created meanwhile wait for the proof.
+			p.retryIn = minPositive(p.retryIn, max(time.Until(landed.Add(window)), 0)+time.Second)
 		}
 	}
 }

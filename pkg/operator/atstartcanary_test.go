@@ -68,7 +68,7 @@ func TestAChangeIsGivenToOnePodAtStartFirst(t *testing.T) {
 	c := newCluster(t, 3*time.Minute)
 	ns := c.namespace(t, "canary-start")
 	var r *operator.Reconciler
-	c.runOperatorWith(t, ns, operator.Options{Resync: time.Second, BreakerWindow: 3 * time.Second}, func(rec *operator.Reconciler) { r = rec })
+	c.runOperatorWith(t, ns, operator.Options{Resync: time.Hour, BreakerWindow: 3 * time.Second}, func(rec *operator.Reconciler) { r = rec })
 	labels := map[string]string{"app": "orders"}
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeAtStart, false))
 	newPod := func() *corev1.Pod {
