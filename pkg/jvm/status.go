@@ -113,15 +113,21 @@ func readAgentStatus(dirfd int, dir string, uid int) (st AgentStatus, found bool
 	return st, true, nil
 }
 
-// refusalError turns the status of an agent that refused to start into an error with its reason and message.
-func refusalError(pid int, st AgentStatus) error {
-	reason := Reason(st.Reason)
-	switch reason {
+// AgentRefusalReason is the Reason of an agent's refusal, from the reason the agent gives for it (in its status
+// file, and in its line on the JVM's stderr: "refused: <reason>: <message>"): the agent's reasons that are Reasons
+// here keep their name, any other (jdk-tool, a reason of a later agent) is ReasonAgentStartFailed.
+func AgentRefusalReason(agentReason string) Reason {
+	switch r := Reason(agentReason); r {
 	case ReasonConfigInvalid, ReasonAgentAlreadyPresent, ReasonPortInUse, ReasonPortNotPermitted, ReasonJVMUnsupported,
 		ReasonInternal:
-	default:
-		reason = ReasonAgentStartFailed
+		return r
 	}
+	return ReasonAgentStartFailed
+}
+
+// refusalError turns the status of an agent that refused to start into an error with its reason and message.
+func refusalError(pid int, st AgentStatus) error {
+	reason := AgentRefusalReason(st.Reason)
 	msg := st.Message
 	if msg == "" {
 		msg = "no message"

@@ -149,8 +149,27 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 			p.atStartNotes = append(p.atStartNotes, fmt.Sprintf("%s/%s: the %s annotation names no port for the container; not reported", pod.Name, name, atstart.AnnotationInjected))
 			continue
 		}
-		jvms++
 		started := cs.State.Running.StartedAt
+		want := ContainerRecord{ContainerID: cs.ContainerID, Port: at.Port, ConfigHash: at.ConfigHash, InjectedAt: &started,
+			InjectedBy: jmxv1alpha1.InjectedByAtStart, Generation: at.Generation}
+		c, ok := rec.current(name, cs.ContainerID)
+		if !ok || !atStartVerdict(c, want) {
+			// Not serving until the agent's line says so (agentline.go).
+			state = worse(state, podPending)
+			if t, due := r.planAgentLine(p, pod, cs, want, port); due {
+				tasks = append(tasks, t)
+			}
+			continue
+		}
+		if rec.Exporter != ex.Name {
+			tasks = append(tasks, task{container: cs, atStart: &c, atStartPort: port})
+		}
+		if c.Failure != nil {
+			state = worse(state, podFailed)
+			p.failures = append(p.failures, fmt.Sprintf("%s/%s: %s: %s", pod.Name, name, c.Failure.Reason, c.Failure.Message))
+			continue
+		}
+		jvms++
 		if !p.hasEndpoint(pod.Name, port) {
 			p.endpoints = append(p.endpoints, jmxv1alpha1.MetricsEndpoint{
 				Pod: pod.Name, Container: name, PodIP: pod.Status.PodIP, Port: port, ContainerID: cs.ContainerID,
@@ -160,12 +179,8 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 		if p.configHash != "" && at.ConfigHash != p.configHash {
 			p.atStartStale = append(p.atStartStale, pod.Name+"/"+name)
 		}
-		want := ContainerRecord{ContainerID: cs.ContainerID, Port: at.Port, ConfigHash: at.ConfigHash, InjectedAt: &started,
-			JVMs: []JVMRecord{{Port: port}}, InjectedBy: jmxv1alpha1.InjectedByAtStart, Generation: at.Generation}
-		if c, ok := rec.current(name, cs.ContainerID); !ok || rec.Exporter != ex.Name || !sameAtStartRecord(c, want) {
-			tasks = append(tasks, task{container: cs, atStart: &want})
-		}
 	}
+	r.agentLines.keepOnly(pod)
 	if at.Port != p.spec.Port {
 		p.portPending = appendOnce(p.portPending, pod.Name)
 		p.atStartPortPending = appendOnce(p.atStartPortPending, pod.Name)
@@ -208,12 +223,6 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 // atstart.AnnotationInjected cannot be read.
 const reasonAtStartRecordInvalid = "AtStartRecordInvalid"
 
-// sameAtStartRecord says whether c already records what want does.
-func sameAtStartRecord(c, want ContainerRecord) bool {
-	return c.atStart() && c.Port == want.Port && c.ConfigHash == want.ConfigHash && c.Generation == want.Generation &&
-		len(c.JVMs) == 1 && c.JVMs[0].Port == want.JVMs[0].Port && c.Failure == nil
-}
-
 func containerStatus(pod *corev1.Pod, name string) (corev1.ContainerStatus, bool) {
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name == name {
@@ -224,10 +233,19 @@ func containerStatus(pod *corev1.Pod, name string) (corev1.ContainerStatus, bool
 }
 
 // recordAtStart writes the operator's record of a container that got the
-// agent at start, and with it the scrape annotations. Nothing runs in the
-// pod.
+// agent at start, and with it the scrape annotations, once its verdict is
+// known: a record without one is written only after the agent's line was
+// read from the container's log (readAgentVerdict), serving (its JVM) or
+// refused (its Failure). Nothing runs in the pod.
 func (r *Reconciler) recordAtStart(ctx context.Context, j *job, t task) {
 	c := *t.atStart
+	read := !c.settled()
+	if read {
+		var ok bool
+		if c, ok = r.readAgentVerdict(ctx, j, t); !ok {
+			return
+		}
+	}
 	if _, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
 		pr.Exporter = j.exporterName
 		pr.Containers[t.container.Name] = c
@@ -237,6 +255,13 @@ func (r *Reconciler) recordAtStart(ctx context.Context, j *job, t task) {
 		return
 	}
 	j.written[t.container.Name] = c
+	if r.agentLines.state(j.pod.UID, t.container.Name, t.container.ContainerID).verdict != nil {
+		read = true // read by an earlier job, whose record was not written
+	}
+	r.agentLines.forget(j.pod.UID, t.container.Name, t.container.ContainerID)
+	if read {
+		r.reportAgentVerdict(j, t.container, c)
+	}
 }
 
 // notAtStartMessage is the Ready message for mode AtStart's pods that run

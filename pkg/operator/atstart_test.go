@@ -166,7 +166,7 @@ func TestBothReportsPodsGivenTheAgentAtStartAndAttachesTheOthers(t *testing.T) {
 	c.createPod(t, ns, podSpec{name: "running", labels: labels}, "containerd://r1")
 	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
 	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) { return loaded(r, ""), nil })
-	c.runOperator(t, ns, operator.Options{Resync: time.Second, BreakerWindow: time.Second,
+	c.runOperator(t, ns, operator.Options{Resync: time.Second, BreakerWindow: time.Second, ContainerLogs: servingLogs(),
 		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}})
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeBoth, false))
 
@@ -229,10 +229,16 @@ func TestAtStartModeNeverAttachesAndReportsPodsWithoutTheAgent(t *testing.T) {
 	c.createPod(t, ns, podSpec{name: "alone", labels: labels, notes: "container app sets JAVA_TOOL_OPTIONS from valueFrom; left alone, not injected"}, "containerd://l1")
 	s := &scripted{name: string(jmxv1alpha1.InjectionExec)} // EphemeralContainer is not enabled
 	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) { return loaded(r, ""), nil })
-	c.runOperator(t, ns, operator.Options{Resync: time.Second,
+	c.runOperator(t, ns, operator.Options{Resync: time.Second, ContainerLogs: servingLogs(),
 		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionExec: s}})
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeAtStart, false))
 
+	c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionReady, metav1.ConditionFalse, jmxv1alpha1.ReasonNotInjectedAtStart)
+	// The pod given the agent at start serves once its agent's line is read.
+	waitUntil(t, 30*time.Second, "the endpoint of the pod given the agent at start", func() (bool, string) {
+		_, ok := endpointOf(c.exporter(t, ns, "orders"), "new")
+		return ok, "none"
+	})
 	ready := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionReady, metav1.ConditionFalse, jmxv1alpha1.ReasonNotInjectedAtStart)
 	// The pod the webhook left alone is named with what it said.
 	for _, w := range []string{"old/app", "never attached", "rollout", "mode Both", "alone/app",
@@ -348,7 +354,7 @@ func TestRestartOnRefusalEvictsOnePodAtATime(t *testing.T) {
 	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
 		return refusedBy(jvm.ReasonAttachDisabled, "-XX:+DisableAttachMechanism"), nil
 	})
-	c.runOperator(t, ns, operator.Options{Resync: time.Second, BreakerWindow: time.Second,
+	c.runOperator(t, ns, operator.Options{Resync: time.Second, BreakerWindow: time.Second, ContainerLogs: servingLogs(),
 		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}})
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeBoth, true))
 

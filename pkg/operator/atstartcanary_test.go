@@ -68,7 +68,7 @@ func TestAChangeIsGivenToOnePodAtStartFirst(t *testing.T) {
 	c := newCluster(t, 3*time.Minute)
 	ns := c.namespace(t, "canary-start")
 	var r *operator.Reconciler
-	c.runOperatorWith(t, ns, operator.Options{Resync: time.Hour, BreakerWindow: 3 * time.Second}, func(rec *operator.Reconciler) { r = rec })
+	c.runOperatorWith(t, ns, operator.Options{Resync: time.Hour, BreakerWindow: 3 * time.Second, ContainerLogs: servingLogs()}, func(rec *operator.Reconciler) { r = rec })
 	labels := map[string]string{"app": "orders"}
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeAtStart, false))
 	newPod := func() *corev1.Pod {
@@ -150,7 +150,7 @@ func TestAJVMThatEndsAfterItsStartWithTheAgentOpensTheBreaker(t *testing.T) {
 	c := newCluster(t, 3*time.Minute)
 	ns := c.namespace(t, "breaker-start")
 	var r *operator.Reconciler
-	c.runOperatorWith(t, ns, operator.Options{Resync: time.Second, BreakerWindow: 30 * time.Second}, func(rec *operator.Reconciler) { r = rec })
+	c.runOperatorWith(t, ns, operator.Options{Resync: time.Second, BreakerWindow: 30 * time.Second, ContainerLogs: servingLogs()}, func(rec *operator.Reconciler) { r = rec })
 	choose := func(labels map[string]string) (atstart.Input, bool, error) {
 		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
 		defer cancel()

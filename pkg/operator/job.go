@@ -45,8 +45,11 @@ type task struct {
 	// earlier generation or config, which is tried once more.
 	retryFailure bool
 	// atStart, when set, is the record to write for a container that got
-	// the agent at start (planAtStart): nothing runs in the pod.
-	atStart *ContainerRecord
+	// the agent at start (planAtStart): nothing runs in the pod. Without a
+	// verdict (no JVMs, no Failure), the agent's line is read first
+	// (agentline.go), and atStartPort is its JVM's port.
+	atStart     *ContainerRecord
+	atStartPort int32
 	// lateLook is set on a look again for a JVM in a container start where
 	// none was found (previous has NoJVM; latejvm.go).
 	lateLook bool
@@ -135,7 +138,7 @@ func (r *Reconciler) stillNeeded(ctx context.Context, j *job) (*corev1.Pod, bool
 		c, ok := rec.current(t.container.Name, t.container.ContainerID)
 		switch {
 		case t.atStart != nil:
-			if ok && rec.Exporter == j.exporterName && sameAtStartRecord(c, *t.atStart) {
+			if ok && rec.Exporter == j.exporterName && atStartVerdict(c, *t.atStart) {
 				continue
 			}
 		case t.lateLook:

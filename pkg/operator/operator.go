@@ -165,6 +165,10 @@ type Options struct {
 	// restartOnRefusal evicts nothing (a recreated pod would come back
 	// without the agent, and be refused again).
 	NoWebhook bool
+	// ContainerLogs reads the start of the logs of containers given the
+	// agent at start, whose agent's one line says whether it serves or why
+	// it refused (docs/atstart.md). Default: get pods/log through Client.
+	ContainerLogs LogReader
 }
 
 // Scheme returns a scheme with the built-in kinds and PrometheusJmxExporter,
@@ -190,6 +194,9 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 	if o.Client == nil {
 		o.Client = op.Clientset()
 	}
+	if o.ContainerLogs == nil {
+		o.ContainerLogs = podLogs{client: o.Client}
+	}
 	r := &Reconciler{
 		op:         op,
 		opts:       o,
@@ -202,6 +209,7 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		canary:     map[string]canaryJob{},
 		refused:    map[string]refusal{},
 		evictions:  map[string]*evictions{},
+		agentLines: newAgentLineReads(),
 	}
 	r.strategies = o.Strategies
 	if r.strategies == nil {

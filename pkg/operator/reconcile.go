@@ -66,6 +66,9 @@ type Reconciler struct {
 	pacer statusPacer
 	// selectors keeps the exporters' parsed selectors (selectors.go).
 	selectors exporterSelectors
+	// agentLines are the reads of the agents' lines of containers given
+	// the agent at start (agentline.go).
+	agentLines *agentLineReads
 }
 
 // refusal is a status the API server refused: its fingerprint
@@ -504,6 +507,9 @@ func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
 	window := r.opts.BreakerWindow
 	for _, cs := range pod.Status.ContainerStatuses {
 		c, ok := rec.Containers[cs.Name]
+		if ok && c.atStart() {
+			p.noteAtStartRefusal(pod.Name, cs.Name, c)
+		}
 		if !ok || c.atStart() {
 			// An agent given at start is not a load of the operator's: its
 			// JVM's end trips no breaker (the agent at start never stops a

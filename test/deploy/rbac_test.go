@@ -65,6 +65,7 @@ var operatorRequests = []request{
 	{served, "watch", "", "pods", "", "pkg/operator Setup: the pods watch; pkg/inject ephemeral.go: the pod's watch"},
 	{served, "get", "", "pods", "", "pkg/operator record.go, pkg/inject ephemeral.go: the live pod before a write"},
 	{served, "patch", "", "pods", "", "pkg/operator record.go: the agents and prometheus.io annotations"},
+	{served, "get", "", "pods", "log", "pkg/operator agentline.go: the agent's line in the log of a container given the agent at start"},
 	ephemeralRequest,
 	execRequest,
 	evictionRequest,

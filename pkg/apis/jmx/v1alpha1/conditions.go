@@ -192,6 +192,12 @@ const (
 	// ReasonAgentStartFailed: the JVM loaded the agent and the agent failed
 	// to start; a second load could kill the JVM, so it is never retried.
 	ReasonAgentStartFailed = "AgentStartFailed"
+
+	// ReasonAgentLineNotSeen (an Event): a container given the agent at
+	// start whose agent's line the operator did not find in the start of
+	// the container's log within its reads (docs/atstart.md); the container
+	// is reported pending, not serving.
+	ReasonAgentLineNotSeen = "AgentLineNotSeen"
 	// ReasonAgentAlreadyPresent: a jmx_exporter agent or collector already
 	// runs in the JVM (for example as -javaagent); a second one is not
 	// loaded.
