@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -31,12 +30,6 @@ import (
 // exporter stayed green.
 func TestAJVMThatCannotStartWithTheAgentHarmsOnePodOnce(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(testimages.Temurin25Home + "/jmods/java.base.jmod"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no Temurin 25 JDK with its jmods at %s to build the jlink runtime: %v", testimages.Temurin25Home, err)
-		}
-		t.Skipf("no Temurin 25 JDK with its jmods at %s to build the jlink runtime: %v", testimages.Temurin25Home, err)
-	}
 	needImage(t, testimages.JlinkJVMRef, testimages.BuildJlinkJVM)
 	ctx := t.Context()
 	op := deployAtStartOperator(t, "e2e-harm")

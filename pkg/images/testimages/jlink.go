@@ -11,7 +11,8 @@ import (
 )
 
 // JlinkJVMRef is the JVM application image run by a runtime built with
-// jlink from the Temurin 25 JDK with only the modules the application needs
+// jlink from the host's JDK 17 (JavaHome, Debian's, with its jmods; make
+// prereqs installs it) with only the modules the application needs
 // (JlinkModules): no java.instrument, so a JVM started with a -javaagent
 // ends before main ("Module java.instrument not found"), while the
 // application alone runs.
@@ -27,13 +28,13 @@ var JlinkModules = []string{"java.base", "java.management", "java.logging", "jdk
 
 // BuildJlinkJVM writes the image JlinkJVMRef into dir, or returns the archive
 // an earlier build with the same inputs left there: the JVMApp image with one
-// more layer holding a runtime that the host's Temurin 25 jlink builds with
-// JlinkModules, which runs the app. It fails when the host has no Temurin 25
-// JDK with its jmods.
+// more layer holding a runtime that the host's JDK 17 jlink builds with
+// JlinkModules from its jmods, which runs the app. It fails when the host has
+// no JDK 17 with jlink and jmods at JavaHome.
 func BuildJlinkJVM(ctx context.Context, dir, cacheDir string, app JavaApp) (Archive, error) {
-	release, err := os.ReadFile(filepath.Join(Temurin25Home, "release"))
+	release, err := os.ReadFile(filepath.Join(JavaHome, "release"))
 	if err != nil {
-		return Archive{}, fmt.Errorf("testimages: no Temurin 25 JDK: %w", err)
+		return Archive{}, fmt.Errorf("testimages: no JDK 17 at %s: %w", JavaHome, err)
 	}
 	sum := sha256.Sum256(append(release, []byte(strings.Join(JlinkModules, ","))...))
 	return buildJVMImage(ctx, dir, cacheDir, app, jvmImage{name: fmt.Sprintf("jvm-app-jlink-%x", sum[:8]),
@@ -43,8 +44,8 @@ func BuildJlinkJVM(ctx context.Context, dir, cacheDir string, app JavaApp) (Arch
 			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 				return err
 			}
-			cmd := exec.CommandContext(ctx, filepath.Join(Temurin25Home, "bin", "jlink"),
-				"--module-path", filepath.Join(Temurin25Home, "jmods"), "--add-modules", strings.Join(JlinkModules, ","),
+			cmd := exec.CommandContext(ctx, filepath.Join(JavaHome, "bin", "jlink"),
+				"--module-path", filepath.Join(JavaHome, "jmods"), "--add-modules", strings.Join(JlinkModules, ","),
 				"--no-header-files", "--no-man-pages", "--strip-debug", "--output", out)
 			if b, err := cmd.CombinedOutput(); err != nil {
 				return fmt.Errorf("testimages: jlink: %w: %s", err, b)
