@@ -141,11 +141,11 @@ func (w webhookConfig) atstartDelivery() atstart.Delivery {
 
 // chooser is choose, with the containers' images read first (imageenv)
 // unless --at-start-image-config is off.
-func (w webhookConfig) chooser(choose atstart.Chooser) (atstart.Chooser, error) {
+func (w webhookConfig) chooser(choose atstart.Chooser, log logrus.FieldLogger) (atstart.Chooser, error) {
 	if w.imageConfig == imageConfigOff {
 		return choose, nil
 	}
-	r, err := imageenv.New(imageenv.Options{})
+	r, err := imageenv.New(imageenv.Options{Logf: log.Infof})
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +296,7 @@ func (h *webhookRun) ready() error {
 // and runs the certificate manager and the server until ctx ends. The
 // returned function waits for both to stop.
 func (h *webhookRun) start(ctx context.Context, choose atstart.Chooser) (wait func(), err error) {
-	choose, err = h.c.chooser(choose)
+	choose, err = h.c.chooser(choose, h.log)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}

@@ -57,6 +57,8 @@ type Options struct {
 	Platform *v1.Platform
 	// Now is the clock of the cache's expiry. Default: time.Now.
 	Now func() time.Time
+	// Logf, when set, is told of each failed read (once per image and ErrorTTL, not once per pod).
+	Logf func(format string, args ...any)
 }
 
 // Reader reads images' configs and keeps what it read. Its methods are safe for concurrent use.
@@ -142,6 +144,9 @@ func (r *Reader) read(ctx context.Context, ref name.Reference, e *entry) {
 	if err != nil {
 		env = atstart.ImageEnv{Err: shortError(ref, err, r.opts.Timeout)}
 		ttl = r.opts.ErrorTTL
+		if r.opts.Logf != nil {
+			r.opts.Logf("imageenv: cannot read the config of %s (tried again after %s): %v", ref, ttl, err)
+		}
 	}
 	r.mu.Lock()
 	e.env, e.expires = env, r.opts.Now().Add(ttl)
@@ -236,10 +241,9 @@ func (r *Reader) Len() int {
 	return len(r.entries)
 }
 
-// Fill reads, concurrently, the images of pod's containers that in may inject and that do not set
-// JAVA_TOOL_OPTIONS themselves, and sets in.ImageEnv for them (a container that sets it is judged by the other
-// option variables of its image too, which the pod may not override, so its image is read as well: every
-// selected container is read).
+// Fill reads, concurrently and each image once, the images of the pod's containers that in selects, and sets
+// in.ImageEnv for them. A container whose env sets JAVA_TOOL_OPTIONS is read too: its image's other option
+// variables and entrypoint still apply to its JVM.
 func (r *Reader) Fill(ctx context.Context, pod *corev1.Pod, in *atstart.Input) {
 	images := map[string][]string{} // image -> containers
 	for _, ct := range pod.Spec.Containers {

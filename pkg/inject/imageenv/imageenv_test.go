@@ -178,7 +178,9 @@ func TestLookupOfARegistryThatDoesNotAnswer(t *testing.T) {
 	reg := newRegistry(t)
 	tag, _ := reg.push(t, "slow", []string{"JAVA_TOOL_OPTIONS=-Xmx40m"}, nil)
 	reg.hold.Store(true)
-	r, clock := newReader(t, Options{Timeout: 300 * time.Millisecond, ErrorTTL: time.Minute})
+	var logged atomic.Int32
+	r, clock := newReader(t, Options{Timeout: 300 * time.Millisecond, ErrorTTL: time.Minute,
+		Logf: func(string, ...any) { logged.Add(1) }})
 	ie := r.Lookup(t.Context(), tag)
 	if !strings.Contains(ie.Err, "no answer within 300ms") || ie.Env != nil {
 		t.Fatalf("lookup of a registry that holds the read: %+v", ie)
@@ -186,6 +188,9 @@ func TestLookupOfARegistryThatDoesNotAnswer(t *testing.T) {
 	reads := reg.readsOf("slow")
 	if again := r.Lookup(t.Context(), tag); again.Err != ie.Err || reg.readsOf("slow") != reads {
 		t.Errorf("second lookup %+v with %d reads (was %d), want the kept failure", again, reg.readsOf("slow"), reads)
+	}
+	if n := logged.Load(); n != 1 {
+		t.Errorf("%d failed reads logged for one image, want 1", n)
 	}
 	clock.add(time.Minute)
 	reg.hold.Store(false)
