@@ -2,8 +2,6 @@ package operator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,10 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
-	"github.com/handlerkit/handlerkit/pkg/inject"
 	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
 )
 
@@ -44,6 +40,11 @@ func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart
 	if pod == nil || pod.Namespace == "" {
 		return atstart.Input{}, false, nil
 	}
+	if _, injected := pod.Annotations[atstart.AnnotationInjected]; injected {
+		// Injected already (a reinvocation, or a dry run of the patched
+		// pod): Mutate leaves it as it is, and no canary is claimed for it.
+		return atstart.Input{}, false, nil
+	}
 	if served := servedNamespaces(r.opts.Namespaces); len(served) > 0 && !slices.Contains(served, pod.Namespace) {
 		return atstart.Input{}, false, nil
 	}
@@ -69,24 +70,15 @@ func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart
 	refuse := func(format string, args ...any) (atstart.Input, bool, error) {
 		return atstart.Input{}, false, fmt.Errorf("exporter %s: "+format+"; the pod was created without the agent", append([]any{ex.Name}, args...)...)
 	}
-	if reason, msg := r.checkAgent(ex.Spec.Agent); reason != "" {
+	v := r.verdictOf(ctx, ex, spec)
+	if reason, msg := v.why(); reason != "" {
 		return refuse("%s: %s", reason, msg)
 	}
-	config, valid := r.loadConfig(ctx, ex, spec)
-	if valid.Status != metav1.ConditionTrue {
-		return refuse("%s: %s", valid.Reason, valid.Message)
+	if err := r.atStartHeld(ex, &v); err != nil {
+		return refuse("%v", err)
 	}
-	if _, err := inject.EncodeConfig(config); err != nil {
-		return refuse("%s: %v", jmxv1alpha1.ReasonConfigTooLarge, err)
-	}
-	sha := configSHA(config)
-	if rc := ex.Status.RejectedConfig; rc != nil && rc.ConfigSHA256 == sha {
-		return refuse("%s: an agent refused this config (pod %s container %s: %s)", jmxv1alpha1.ReasonConfigInvalid, rc.Pod, rc.Container, truncateMsg(rc.Message, 300))
-	}
-	if cb := ex.Status.CircuitBreaker; cb != nil && cb.Generation == ex.Generation && cb.ConfigSHA256 == sha {
-		return refuse("%s: the circuit breaker is open until the exporter's spec or config changes", jmxv1alpha1.ReasonJVMEndedAfterInjection)
-	}
-	return atstart.Input{
+	config := v.config
+	in := atstart.Input{
 		Exporter:   ex.Name,
 		Containers: slices.Clone(spec.Containers),
 		Port:       spec.Port,
@@ -95,14 +87,13 @@ func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart
 		PullPolicy: r.opts.PullPolicy,
 		Delivery:   r.opts.AtStartDelivery,
 		AgentPath:  r.opts.AgentPath,
-	}, true, nil
-}
-
-// configSHA is the config's SHA-256 in hex, as status.rejectedConfig and
-// status.circuitBreaker name configs.
-func configSHA(config []byte) string {
-	sum := sha256.Sum256(config)
-	return hex.EncodeToString(sum[:])
+		Generation: ex.Generation,
+	}
+	if !v.proven {
+		in.Canary = true
+		in.Claim = func(ctx context.Context) error { return r.claimAtStart(ctx, ex, v) }
+	}
+	return in, true, nil
 }
 
 // attachAllowed says whether the exporter's mode lets the operator attach
@@ -170,7 +161,7 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 			p.atStartStale = append(p.atStartStale, pod.Name+"/"+name)
 		}
 		want := ContainerRecord{ContainerID: cs.ContainerID, Port: at.Port, ConfigHash: at.ConfigHash, InjectedAt: &started,
-			JVMs: []JVMRecord{{Port: port}}, InjectedBy: jmxv1alpha1.InjectedByAtStart}
+			JVMs: []JVMRecord{{Port: port}}, InjectedBy: jmxv1alpha1.InjectedByAtStart, Generation: at.Generation}
 		if c, ok := rec.current(name, cs.ContainerID); !ok || rec.Exporter != ex.Name || !sameAtStartRecord(c, want) {
 			tasks = append(tasks, task{container: cs, atStart: &want})
 		}
@@ -219,7 +210,7 @@ const reasonAtStartRecordInvalid = "AtStartRecordInvalid"
 
 // sameAtStartRecord says whether c already records what want does.
 func sameAtStartRecord(c, want ContainerRecord) bool {
-	return c.atStart() && c.Port == want.Port && c.ConfigHash == want.ConfigHash &&
+	return c.atStart() && c.Port == want.Port && c.ConfigHash == want.ConfigHash && c.Generation == want.Generation &&
 		len(c.JVMs) == 1 && c.JVMs[0].Port == want.JVMs[0].Port && c.Failure == nil
 }
 

@@ -206,9 +206,16 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 	if len(candidates) == 0 {
 		return
 	}
-	if p.configValid.Status != metav1.ConditionTrue || p.breakerOpen || p.agentErr != "" {
+	if !p.mayAct() {
 		// The webhook would not give a recreated pod the agent either.
 		notes = append(notes, "waiting: the exporter cannot give pods the agent at start now (see its ConfigValid and Degraded conditions)")
+		return
+	}
+	if p.atStartClaimed {
+		// A replacement created now would be created without the agent:
+		// the change is being tried at start on one pod first.
+		notes = append(notes, "waiting: the exporter's change is being tried on one pod, given the agent at its start, first")
+		requeue(10 * time.Second)
 		return
 	}
 	if len(p.terminating) > 0 {

@@ -52,6 +52,6 @@ func StatusOf(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, pods [
 		r.observe(p, pod)
 		r.planPod(ctx, ex, p, pod, false, nil)
 	}
-	r.judge(ex, p)
+	r.judge(ctx, ex, p)
 	return r.status(ctx, ex, p, p.counts())
 }

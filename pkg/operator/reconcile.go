@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject"
@@ -58,6 +59,9 @@ type Reconciler struct {
 	// evictMu guards the map, evict.go).
 	evictMu   sync.Mutex
 	evictions map[string]*evictions
+	// harmed is replaceHarmed's memory per pod (evictMu guards it too,
+	// atstartbreaker.go).
+	harmed map[types.UID]*harmedTry
 	// pacer decides when a changed status is written (status.go).
 	pacer statusPacer
 	// selectors keeps the exporters' parsed selectors (selectors.go).
@@ -123,6 +127,7 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 		r.pool.TryRunFor(ctx, job.exporter, string(job.pod.UID), func(ctx context.Context) { r.runJob(ctx, job) }, wake)
 	}
 	r.restartRefused(ctx, ex, plan)
+	r.replaceHarmed(ctx, ex, plan)
 	r.releaseDeparted(ctx, ex, plan.departed)
 	pmErr := r.ensurePodMonitor(ctx, ex, plan)
 	statusIn, err := r.writeStatus(ctx, ex, plan)
@@ -207,13 +212,13 @@ func (r *Reconciler) finalize(ctx context.Context, ex *jmxv1alpha1.PrometheusJmx
 
 // plan is what one look at an exporter found.
 type plan struct {
-	spec        jmxv1alpha1.PrometheusJmxExporterSpec
-	configValid metav1.Condition
-	config      []byte
-	configHash  string
-	matched     []*corev1.Pod
-	conflicts   map[string][]string // other exporter -> pods
-	pods        map[string]podState // pod name -> state
+	spec jmxv1alpha1.PrometheusJmxExporterSpec
+	// verdict is whether the exporter may act now (verdict.go), as the look
+	// found it: judge changes it for what the pods show.
+	verdict
+	matched   []*corev1.Pod
+	conflicts map[string][]string // other exporter -> pods
+	pods      map[string]podState // pod name -> state
 	// canaryRunning: the exporter's canary job ran when the pods were read.
 	canaryRunning bool
 	failures      []string // "pod/container: Reason: message"
@@ -226,9 +231,6 @@ type plan struct {
 	jobs          []*job
 	retryIn       time.Duration
 	strategyErr   string
-	// agentErr says why spec.agent is refused (agentReason: AgentImageNotAllowed
-	// or AgentPathNotAllowed); while it is set nothing runs in any pod.
-	agentErr, agentReason string
 	// departed are pods that carry this exporter's record but that its
 	// selector no longer matches: they lose the operator's annotations.
 	departed []*corev1.Pod
@@ -240,24 +242,24 @@ type plan struct {
 	// looked at again for one that starts late (latejvm.go).
 	waitingJVM []string
 
-	// configSHA is the config's sha256 (hex); configHash its prefix, as the
-	// pods' records keep it. generation is the exporter's.
-	configSHA  string
-	generation int64
-	// breakerOpen is true while the exporter's circuit breaker holds for
-	// the current generation and config; breaker is the one to write.
-	breakerOpen bool
-	breaker     *jmxv1alpha1.CircuitBreaker
+	// breaker is the circuit breaker to write (judge).
+	breaker *jmxv1alpha1.CircuitBreaker
 	// rejectedConfig is a new verdict of an agent on the current config.
 	rejectedConfig *jmxv1alpha1.RejectedConfig
 	// deaths are JVMs that ended during or soon after a load under the
 	// current generation and config.
 	deaths []jmxv1alpha1.CircuitBreaker
-	// proven is true when a JVM has run the current generation and config
-	// for the breaker window; landedAt is the latest load under them that
-	// has not yet.
-	proven   bool
+	// landedAt is the latest load under the current generation and config
+	// that has not yet run for the breaker window (verdict.proven says
+	// whether one has).
 	landedAt time.Time
+	// atStartDeaths are the deaths of JVMs given the agent at start, by
+	// "pod/container" (observeAtStart): their last output is read for the
+	// breaker's message.
+	atStartDeaths map[string]atStartDeath
+	// atStartClaimed is true while a pod being created tries the change at
+	// start (status.atStartCanary holds): attach waits for its outcome.
+	atStartClaimed bool
 	// trying are the pods whose current start had an attempt under the
 	// current generation and config fail transiently within the window.
 	trying map[string]bool
@@ -385,43 +387,13 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 			"spec.selector: "+err.Error()+"; set matchLabels or matchExpressions that select the JVM pods")
 		return p
 	}
-	p.config, p.configValid = r.loadConfig(ctx, ex, p.spec)
-	valid := p.configValid.Status == metav1.ConditionTrue
-	if valid {
-		if _, err := inject.EncodeConfig(p.config); err != nil {
-			p.configValid = condition(jmxv1alpha1.ConditionConfigValid, false, jmxv1alpha1.ReasonConfigTooLarge,
-				err.Error()+"; no agent was touched: split the rules or drop what is not needed")
-			valid = false
-		}
-	}
-	p.generation = ex.Generation
-	if valid {
-		sum := sha256.Sum256(p.config)
-		p.configSHA = hex.EncodeToString(sum[:])
-		p.configHash = p.configSHA[:16]
-	}
-	// Verdicts met earlier on this config, kept in the status so that they
-	// survive the pods that gave them and the operator's restarts.
-	if rc := ex.Status.RejectedConfig; valid && rc != nil && rc.ConfigSHA256 == p.configSHA {
-		p.configValid = rejectedCondition(rc)
-		valid = false
-	}
-	if cb := ex.Status.CircuitBreaker; cb != nil && p.configSHA != "" && cb.Generation == ex.Generation && cb.ConfigSHA256 == p.configSHA {
-		p.breakerOpen = true
-	}
-	// A spec and config that a JVM ran for the breaker window stay proven
-	// when every such JVM has restarted since: only a change goes to one
-	// container first.
-	if pr := ex.Status.Proven; pr != nil && p.configSHA != "" && pr.Generation == ex.Generation && pr.ConfigSHA256 == p.configSHA {
-		p.proven = true
-	}
+	p.verdict = r.verdictOf(ctx, ex, p.spec)
 	strategy, ok := r.strategies[p.spec.Injection.Strategy]
 	if !ok && attachAllowed(p.spec) {
 		p.strategyErr = fmt.Sprintf("spec.injection.strategy %s is not enabled in this operator (its --strategies flag, env STRATEGIES, enables %s); no pod was touched: "+
 			"use %s, or have an administrator enable %s (the flag and its RBAC)",
 			p.spec.Injection.Strategy, strings.Join(r.strategyNames(), ", "), strings.Join(r.strategyNames(), " or "), p.spec.Injection.Strategy)
 	}
-	p.agentReason, p.agentErr = r.checkAgent(ex.Spec.Agent)
 	if atStartMode(p.spec) && r.opts.NoWebhook {
 		p.webhookErr = fmt.Sprintf("spec.injection.mode is %s, but this operator runs without its admission webhook (--webhook=off, env WEBHOOK, "+
 			"or its RBAC for the webhook is missing: the operator's log at start names the grant): no pod gets the agent at start", p.spec.Injection.Mode)
@@ -462,14 +434,15 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 			continue
 		}
 		r.observe(p, pod)
-		r.planPod(ctx, ex, p, pod, valid && p.strategyErr == "" && p.agentErr == "" && !p.breakerOpen, strategy)
+		r.planPod(ctx, ex, p, pod, p.mayAct() && p.strategyErr == "", strategy)
 	}
 	p.departed = r.departed(ctx, ex, sel)
 	if r.beforeGate != nil {
 		r.beforeGate(ex.Namespace + "/" + ex.Name)
 	}
-	r.judge(ex, p)
-	if p.configValid.Status != metav1.ConditionTrue || p.breakerOpen || p.agentErr != "" || p.strategyErr != "" {
+	r.judge(ctx, ex, p)
+	r.claimedAtStart(ex, p)
+	if !p.mayAct() || p.strategyErr != "" {
 		p.jobs = nil
 	} else {
 		r.gate(ex.Namespace+"/"+ex.Name, p)
@@ -525,6 +498,7 @@ func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
 	if p.configHash == "" {
 		return
 	}
+	r.observeAtStart(p, pod)
 	rec := readRecord(pod)
 	now := time.Now()
 	window := r.opts.BreakerWindow
@@ -656,7 +630,7 @@ func describeTermination(t *corev1.ContainerStateTerminated) string {
 // judge turns what observe found into verdicts: an agent's refusal of the
 // config makes ConfigValid False for it, and a JVM that ended opens the
 // circuit breaker. Both are kept in the status.
-func (r *Reconciler) judge(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
+func (r *Reconciler) judge(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
 	if p.rejectedConfig != nil {
 		if rc := ex.Status.RejectedConfig; rc == nil || rc.ConfigSHA256 != p.configSHA {
 			p.configValid = rejectedCondition(p.rejectedConfig)
@@ -671,6 +645,12 @@ func (r *Reconciler) judge(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
 		return p.deaths[i].Pod+"/"+p.deaths[i].Container < p.deaths[j].Pod+"/"+p.deaths[j].Container
 	})
 	b := p.deaths[0]
+	if out, ok := p.atStartDeaths[b.Pod+"/"+b.Container]; ok {
+		// The JVM ended before any agent code could report: its own last
+		// words say why (an unsupported class version, a missing module, a
+		// port the application found taken).
+		b.Message += "; " + r.lastOutput(ctx, ex.Namespace, b.Pod, b.Container, out.previous)
+	}
 	b.Generation, b.ConfigSHA256, b.OpenedAt = p.generation, p.configSHA, metav1.Now()
 	b.Message = truncateMsg(b.Message, 4000)
 	p.breaker, p.breakerOpen = &b, true
@@ -683,6 +663,14 @@ func (r *Reconciler) judge(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
 // refuses, so reaches one container, not every one.
 func (r *Reconciler) gate(exporter string, p *plan) {
 	if len(p.jobs) == 0 || p.proven {
+		return
+	}
+	if p.atStartClaimed {
+		// A pod being created tries the change at start: its outcome
+		// decides for the attached ones too.
+		p.held = "the change is being tried on one pod, given the agent at its start, first"
+		p.retryIn = minPositive(p.retryIn, 10*time.Second)
+		p.jobs = nil
 		return
 	}
 	if !p.landedAt.IsZero() {

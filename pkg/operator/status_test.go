@@ -208,7 +208,7 @@ func TestConditionMessagesDoNotGrowWithPods(t *testing.T) {
 			var r Reconciler
 			length := map[int]map[string]int{}
 			for _, n := range []int{1000, 10000} {
-				p := &plan{configValid: valid, conflicts: map[string][]string{}, matched: make([]*corev1.Pod, n)}
+				p := &plan{verdict: verdict{configValid: valid}, conflicts: map[string][]string{}, matched: make([]*corev1.Pod, n)}
 				counts := map[string]int{}
 				tc.fill(p, counts, n)
 				length[n] = map[string]int{}

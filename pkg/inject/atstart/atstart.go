@@ -15,6 +15,7 @@
 package atstart
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -96,6 +97,15 @@ type Input struct {
 	// CopyCommand is the init container's command for DeliveryInitContainer; it must leave the jar at
 	// MountPath/<base name of AgentPath>. Default: DefaultCopyCommand(AgentPath).
 	CopyCommand []string
+	// Generation is the exporter's metadata.generation, recorded in the annotation (0: not recorded).
+	Generation int64
+	// Canary is true when this pod tries a change of the exporter (a generation and config that no JVM has run
+	// long enough yet) alone; recorded in the annotation.
+	Canary bool
+	// Claim, when set, is called by Handler once Mutate has chosen containers to inject, and not for a dry run:
+	// the operator claims there the pod's try of the change (Canary). An error leaves the pod unchanged, with the
+	// error as a note. Mutate itself never calls it.
+	Claim func(ctx context.Context) error
 	// ImageEnv is what each container's image sets for its JVM, by container name, as the webhook read it
 	// (pkg/inject/imageenv). A container it names keeps its image's JAVA_TOOL_OPTIONS before the agent's
 	// option, and is left alone when its image already loads jmx_exporter; a container it does not name is
@@ -126,6 +136,11 @@ type Record struct {
 	ConfigHash string `json:"configHash"`
 	// Delivery is how the jar reached the pod.
 	Delivery Delivery `json:"delivery"`
+	// Generation is the exporter's metadata.generation the pod was injected under (absent in annotations of
+	// earlier releases).
+	Generation int64 `json:"generation,omitempty"`
+	// Canary is true when the pod was the one that tried a change of the exporter alone (Input.Canary).
+	Canary bool `json:"canary,omitempty"`
 }
 
 // ParseRecord returns the Record a pod was annotated with, and false when it carries none.
@@ -355,7 +370,8 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 		note("the pod uses the host's network: its agents' ports are the node's, and another pod on the node may hold them")
 	}
 
-	rec := Record{Exporter: c.Exporter, Port: c.Port, Ports: map[string]int32{}, ConfigHash: ConfigHash(c.Config), Delivery: c.Delivery}
+	rec := Record{Exporter: c.Exporter, Port: c.Port, Ports: map[string]int32{}, ConfigHash: ConfigHash(c.Config), Delivery: c.Delivery,
+		Generation: c.Generation, Canary: c.Canary}
 	for _, t := range targets {
 		name := pod.Spec.Containers[t.index].Name
 		rec.Containers = append(rec.Containers, name)

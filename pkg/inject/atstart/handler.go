@@ -56,6 +56,11 @@ func Handler(choose Chooser) func(ctx context.Context, req *admissionv1.Admissio
 		if err != nil {
 			return withNotes(resp, &pod, []string{fmt.Sprintf("not injected at start by exporter %s: %v", in.Exporter, err)})
 		}
+		if in.Claim != nil && len(res.Injected) > 0 && (req.DryRun == nil || !*req.DryRun) {
+			if err := in.Claim(ctx); err != nil {
+				return withNotes(resp, &pod, append([]string{fmt.Sprintf("not injected at start by exporter %s: %v", in.Exporter, err)}, res.Notes...))
+			}
+		}
 		resp.Warnings = warnings(res.Notes)
 		patch, err := res.PatchJSON()
 		if err != nil || patch == nil {

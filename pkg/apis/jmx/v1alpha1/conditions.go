@@ -224,4 +224,17 @@ const (
 	// (jmx-attach's process-gone); it trips the circuit breaker
 	// (ReasonJVMEndedAfterInjection).
 	ReasonJVMEnded = "JVMEnded"
+	// ReasonChangeBeingTried: the exporter's change (a generation and config
+	// that no JVM has run for the breaker window) is being tried on one pod
+	// at its start (status.atStartCanary); the webhook creates the other
+	// pods without the agent meanwhile.
+	ReasonChangeBeingTried = "ChangeBeingTried"
+	// ReasonHarmedPodReplaced: the pod whose JVM ended after it was given
+	// the agent at start (it opened the circuit breaker) was evicted, so
+	// that its controller recreates it; the breaker being open, the webhook
+	// creates the new pod without the agent.
+	ReasonHarmedPodReplaced = "HarmedPodReplaced"
+	// ReasonHarmedPodNotReplaced: that pod could not be evicted (it has no
+	// controller, or the eviction was refused); the reason says what to do.
+	ReasonHarmedPodNotReplaced = "HarmedPodNotReplaced"
 )

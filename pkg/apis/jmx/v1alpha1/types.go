@@ -428,6 +428,36 @@ type PrometheusJmxExporterStatus struct {
 	// of the operator.
 	// +optional
 	Proven *ProvenChange `json:"proven,omitempty"`
+
+	// AtStartCanary is the pod creation that tries a change (a generation
+	// and config not yet proven) at start. The admission webhook claims it
+	// for the first pod it gives the agent under the change; while the
+	// claim is the exporter's current generation and config and younger
+	// than the operator's canary claim time (its breaker window plus two
+	// minutes), every other pod of the exporter is created without the
+	// agent (and, in mode Both, attached once the change is proven). A
+	// canary whose JVM ends within the breaker window opens the circuit
+	// breaker. It lives in the status so that every replica of the
+	// operator's webhook sees it.
+	// +optional
+	AtStartCanary *AtStartCanary `json:"atStartCanary,omitempty"`
+}
+
+// AtStartCanary is a claim, by the admission webhook, to try an exporter's
+// unproven change on one pod at its creation.
+type AtStartCanary struct {
+	// Generation is the exporter's metadata.generation being tried.
+	// +required
+	Generation int64 `json:"generation"`
+
+	// ConfigSHA256 is the sha256 (hex) of the config being tried.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	ConfigSHA256 string `json:"configSHA256"`
+
+	// ClaimedAt is when the webhook gave the agent to the canary pod.
+	// +required
+	ClaimedAt metav1.Time `json:"claimedAt"`
 }
 
 // ProvenChange is a spec and config that a JVM ran for the breaker window.

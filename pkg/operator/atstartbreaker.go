@@ -1,0 +1,282 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
+	"github.com/handlerkit/handlerkit/pkg/sdk"
+)
+
+// atStartDeath is a JVM given the agent at start that ended within the
+// breaker window of its start.
+type atStartDeath struct {
+	// previous is true when the container has started again since (its
+	// last output is then the previous start's log).
+	previous bool
+}
+
+// observeAtStart is observe for a pod given the agent at start under the
+// exporter's current generation and config (its atstart.Record says so): a
+// selected container whose start ended, not on request and not cleanly,
+// within the breaker window, or the agent's init container that failed, is
+// a death that opens the circuit breaker (judge), as a JVM that ends after
+// a live load does; the agent at start never stops a JVM, but a JVM can end
+// before any agent code runs (a class version older than the agent's, a
+// runtime without java.instrument, a jar missing from an allowed image, an
+// application that finds the agent on its port). A container start whose
+// agent serves (its record, written once the agent's line was read) lands
+// the change like a load, and proves it after the window.
+func (r *Reconciler) observeAtStart(p *plan, pod *corev1.Pod) {
+	at, ok, err := atstart.ParseRecord(pod)
+	if !ok || err != nil || at.Generation != p.generation || at.ConfigHash != p.configHash {
+		return
+	}
+	window := r.opts.BreakerWindow
+	death := func(container, containerID, msg string, previous bool) {
+		p.deaths = append(p.deaths, jmxv1alpha1.CircuitBreaker{Pod: pod.Name, Container: container, ContainerID: containerID, Message: msg})
+		if p.atStartDeaths == nil {
+			p.atStartDeaths = map[string]atStartDeath{}
+		}
+		p.atStartDeaths[pod.Name+"/"+container] = atStartDeath{previous: previous}
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if cs.Name != atstart.InitContainerName {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && t.ExitCode != 0 {
+				death(cs.Name, t.ContainerID, "the agent's init container, which copies the agent jar for the JVMs given it at start, failed: "+
+					describeTermination(t), t == cs.LastTerminationState.Terminated)
+				break
+			}
+		}
+	}
+	rec := readRecord(pod)
+	now := time.Now()
+	for _, cs := range pod.Status.ContainerStatuses {
+		if !slices.Contains(at.Containers, cs.Name) {
+			continue
+		}
+		if t, previous := endedSoonAfterStart(cs, window); t != nil {
+			msg := "the JVM, given the agent at start, could not start; the container's last state: " + describeTermination(t)
+			if !t.StartedAt.IsZero() {
+				msg = fmt.Sprintf("the JVM, given the agent at start, ended %s after it started; the container's last state: %s",
+					max(t.FinishedAt.Sub(t.StartedAt.Time), 0).Round(time.Second), describeTermination(t))
+			}
+			death(cs.Name, t.ContainerID, msg, previous)
+		}
+		c, ok := rec.Containers[cs.Name]
+		if !ok || !c.atStart() || c.ContainerID != cs.ContainerID || cs.State.Running == nil || len(c.JVMs) == 0 || c.Failure != nil ||
+			c.ConfigHash != p.configHash || c.Generation != p.generation {
+			continue
+		}
+		// Records keep whole seconds: the window counts from the end of the
+		// second of the start.
+		if landed := c.loadedAt().Add(time.Second); now.Sub(landed) >= window {
+			p.proven = true
+		} else {
+			if landed.After(p.landedAt) {
+				p.landedAt = landed
+			}
+			// Nothing else may wake the exporter when the window has passed
+			// (no job runs for a pod given the agent at start), and the
+			// pods created meanwhile wait for the proof.
+			p.retryIn = minPositive(p.retryIn, max(time.Until(landed.Add(window)), 0)+time.Second)
+		}
+	}
+}
+
+// endedSoonAfterStart returns the container's start that ended, not on
+// request (SIGTERM) and not cleanly (exit 0: a JVM that finished its work),
+// within window of its start or before it could start, with previous true
+// when that start is the last one and not the current; nil when there is
+// none.
+func endedSoonAfterStart(cs corev1.ContainerStatus, window time.Duration) (*corev1.ContainerStateTerminated, bool) {
+	for i, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t == nil || t.ExitCode == 0 || stoppedOnRequest(t) {
+			continue
+		}
+		if t.StartedAt.IsZero() || t.FinishedAt.Sub(t.StartedAt.Time) <= window {
+			return t, i == 1
+		}
+	}
+	return nil, false
+}
+
+// lastOutputBytes bounds what lastOutput reads of a container's log.
+const lastOutputBytes = 2048
+
+// lastOutput is the end of what the container's previous (or current)
+// start printed, for the breaker's message: at most 20 lines and
+// lastOutputBytes, on one line, control characters replaced. It is read
+// through the API server (pods/log); a failure to read says so instead.
+func (r *Reconciler) lastOutput(ctx context.Context, namespace, pod, container string, previous bool) string {
+	if r.opts.Client == nil {
+		return "its output could not be read: no client"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rc, err := r.opts.Client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{
+		Container: container, Previous: previous, TailLines: ptr.To[int64](20), LimitBytes: ptr.To[int64](lastOutputBytes),
+	}).Stream(ctx)
+	if err != nil {
+		return "its output could not be read: " + truncateMsg(err.Error(), 300)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, lastOutputBytes))
+	if err != nil && len(b) == 0 {
+		return "its output could not be read: " + truncateMsg(err.Error(), 300)
+	}
+	out := oneLine(string(b))
+	if out == "" {
+		return "it printed nothing"
+	}
+	return "its last output: " + out
+}
+
+// oneLine turns untrusted output into one line of printable text: line
+// ends become " | ", other control and invalid characters "?".
+func oneLine(s string) string {
+	s = strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n"))
+	var b strings.Builder
+	for _, c := range s {
+		switch {
+		case c == '\n':
+			b.WriteString(" | ")
+		case c == unicode.ReplacementChar || !unicode.IsPrint(c) && c != ' ':
+			b.WriteByte('?')
+		default:
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
+// claimedAtStart notes in the plan whether a pod being created tries the
+// change at start (attach then waits, gate).
+func (r *Reconciler) claimedAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
+	p.atStartClaimed = !p.proven && claimHolds(ex.Status.AtStartCanary, &p.verdict, r.atStartClaimFor(), time.Now())
+}
+
+// harmedTry is replaceHarmed's memory of one pod: when to try its eviction
+// again, how often it failed, and what was last said of it.
+type harmedTry struct {
+	next     time.Time
+	attempts int
+	said     string
+	at       time.Time
+}
+
+// replaceHarmed has the pod whose JVM, given the agent at start, opened the
+// exporter's circuit breaker replaced by its controller: it evicts the pod
+// (the eviction API, so that PodDisruptionBudgets apply), and the webhook,
+// the breaker being open, creates the new pod without the agent. So a
+// change that harms JVMs at start harms one pod, once, and not for long. A
+// pod without a controller is left (an eviction would only delete it) and
+// said so; a refused eviction is retried with backoff. Each outcome is an
+// Event on the exporter and the pod, and a log line.
+func (r *Reconciler) replaceHarmed(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
+	cb := ex.Status.CircuitBreaker
+	if p.breaker != nil {
+		cb = p.breaker
+	}
+	if !p.breakerOpen || cb == nil || !p.podsRead {
+		return
+	}
+	var pod *corev1.Pod
+	for _, m := range p.matched {
+		if m.Name == cb.Pod {
+			pod = m
+		}
+	}
+	if pod == nil {
+		return // gone: replaced, or deleted by someone
+	}
+	at, ok, err := atstart.ParseRecord(pod)
+	if !ok || err != nil || at.Generation != cb.Generation || len(cb.ConfigSHA256) < 16 || at.ConfigHash != cb.ConfigSHA256[:16] {
+		return // not harmed at start under the breaker's change
+	}
+	log := sdk.LoggerFrom(ctx)
+	rec := sdk.EventRecorderFrom(ctx)
+	say := func(try *harmedTry, typ, reason, msg string) {
+		if try.said == reason+msg {
+			return
+		}
+		try.said = reason + msg
+		log.Warnf("operator: %s/%s: %s", ex.Namespace, ex.Name, msg)
+		ref := pod.DeepCopy()
+		ref.APIVersion, ref.Kind = "v1", "Pod"
+		rec.Event(ref, typ, reason, msg)
+		rec.Event(ex, typ, reason, msg)
+	}
+	r.evictMu.Lock()
+	defer r.evictMu.Unlock()
+	if r.harmed == nil {
+		r.harmed = map[types.UID]*harmedTry{}
+	}
+	for uid, t := range r.harmed {
+		if time.Since(t.at) > time.Hour {
+			delete(r.harmed, uid)
+		}
+	}
+	try := r.harmed[pod.UID]
+	if try == nil {
+		try = &harmedTry{at: time.Now()}
+		r.harmed[pod.UID] = try
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		say(try, corev1.EventTypeWarning, jmxv1alpha1.ReasonHarmedPodNotReplaced, fmt.Sprintf(
+			"pod %s, whose JVM ended after it was given the agent at start, has no controller: evicting it would only delete it, so it is left; "+
+				"delete it and create it again: the circuit breaker being open, it is created without the agent", pod.Name))
+		return
+	}
+	if wait := time.Until(try.next); wait > 0 {
+		p.retryIn = minPositive(p.retryIn, wait)
+		return
+	}
+	uid := pod.UID
+	err = r.opts.Client.CoreV1().Pods(pod.Namespace).EvictV1(ctx, &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+	})
+	switch {
+	case err == nil:
+		say(try, corev1.EventTypeNormal, jmxv1alpha1.ReasonHarmedPodReplaced, fmt.Sprintf(
+			"evicted pod %s, whose JVM ended after it was given the agent at start (%s): its %s %s recreates it, without the agent while the circuit breaker is open",
+			pod.Name, truncateMsg(cb.Message, 500), owner.Kind, owner.Name))
+		try.next = time.Now().Add(30 * time.Second)
+		p.retryIn = minPositive(p.retryIn, 5*time.Second)
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		p.retryIn = minPositive(p.retryIn, time.Second)
+	default:
+		d := min(2*time.Second<<min(try.attempts, 8), 5*time.Minute)
+		try.attempts++
+		try.next = time.Now().Add(d)
+		why := truncateMsg(err.Error(), 500)
+		switch {
+		case apierrors.IsTooManyRequests(err):
+			why = "429, a PodDisruptionBudget allows no disruption now: " + why
+		case apierrors.IsForbidden(err):
+			why = "forbidden: the operator needs create on pods/eviction: " + why
+		}
+		say(try, corev1.EventTypeWarning, jmxv1alpha1.ReasonHarmedPodNotReplaced, fmt.Sprintf(
+			"pod %s, whose JVM ended after it was given the agent at start, could not be evicted (%s); retried with backoff: delete it to have it replaced now",
+			pod.Name, why))
+		p.retryIn = minPositive(p.retryIn, d)
+	}
+}
