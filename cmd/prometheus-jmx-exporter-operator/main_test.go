@@ -28,7 +28,8 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		"-allowed-agent-images", "ALLOWED_AGENT_IMAGES", "-agent-path", "-attach-helper-path", "-report-unserved", "REPORT_UNSERVED",
 		"-graceful-timeout", "-version", "docs/operator.md", "-webhook", "WEBHOOK", "-webhook-addr", "WEBHOOK_ADDR",
 		"-webhook-service", "-webhook-secret", "-webhook-configuration", "-webhook-external-certs", "WEBHOOK_EXTERNAL_CERTS",
-		"-at-start-delivery", "AT_START_DELIVERY", "image-volume", "init-container"} {
+		"-at-start-delivery", "AT_START_DELIVERY", "image-volume", "init-container",
+		"-at-start-image-config", "AT_START_IMAGE_CONFIG", "-at-start-unreadable-image", "AT_START_UNREADABLE_IMAGE"} {
 		if !strings.Contains(help, f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -102,6 +103,8 @@ func TestBadUsageExitsTwoWithAClearError(t *testing.T) {
 		{"--webhook", "true"},
 		{"--at-start-delivery", "copy"},
 		{"--at-start-delivery", "ImageVolume"},
+		{"--at-start-image-config", "pull-secrets"},
+		{"--at-start-unreadable-image", "Skip"},
 		{"--webhook-addr", "9443"},
 		{"--webhook-addr", ":0"},
 		{"--webhook-service", "Webhook_Service"},

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
+	"github.com/handlerkit/handlerkit/pkg/inject/imageenv"
 	"github.com/handlerkit/handlerkit/pkg/leader"
 	"github.com/handlerkit/handlerkit/pkg/webhook"
 )
@@ -42,6 +43,14 @@ const (
 	deliveryInitContainer = "init-container"
 )
 
+// The values of --at-start-image-config and --at-start-unreadable-image.
+const (
+	imageConfigAnonymous = "anonymous"
+	imageConfigOff       = "off"
+	unreadableInject     = "inject"
+	unreadableSkip       = "skip"
+)
+
 // webhookConfig is the webhook's part of the command line.
 type webhookConfig struct {
 	mode          string
@@ -51,6 +60,8 @@ type webhookConfig struct {
 	configuration string
 	externalCerts bool
 	delivery      string
+	imageConfig   string
+	unreadable    string
 	set           bool // --webhook or WEBHOOK given: on means on, or the start fails
 }
 
@@ -70,6 +81,10 @@ func webhookFlags(fs *flag.FlagSet, w *webhookConfig) {
 		"another issuer (cert-manager) writes --webhook-secret (tls.crt, tls.key) and the configuration's caBundle: the operator only reads and serves the Secret, and needs no write access to it and none to the configuration (env WEBHOOK_EXTERNAL_CERTS)")
 	fs.StringVar(&w.delivery, "at-start-delivery", deliveryImageVolume,
 		"how a pod injected at start gets the agent jar: image-volume (the agent image mounted read-only; Kubernetes 1.36+, containerd 2.1+) or init-container (copied into an emptyDir by an init container, for nodes without image volumes) (env AT_START_DELIVERY)")
+	fs.StringVar(&w.imageConfig, "at-start-image-config", imageConfigAnonymous,
+		"before it injects a container at start, the webhook reads its image's config from the image's registry, so that an image's own JAVA_TOOL_OPTIONS is kept before the agent's option (a pod's env entry would replace it): anonymous (no credentials; within 2s, each image kept 10m) or off (never read: an image's JAVA_TOOL_OPTIONS is replaced, silently) (env AT_START_IMAGE_CONFIG)")
+	fs.StringVar(&w.unreadable, "at-start-unreadable-image", unreadableInject,
+		"what the webhook does with a container whose image's config it cannot read (no registry reachable, credentials needed, no answer in time): inject (the agent's option replaces the image's JAVA_TOOL_OPTIONS if it sets one; the pod's at-start-notes annotation and the creation's warnings say so) or skip (the container is left alone, and the annotation says why) (env AT_START_UNREADABLE_IMAGE)")
 }
 
 // on says whether the webhook runs.
@@ -86,6 +101,16 @@ func (w webhookConfig) check() error {
 	case deliveryImageVolume, deliveryInitContainer:
 	default:
 		return fmt.Errorf("--at-start-delivery %q: want image-volume or init-container", w.delivery)
+	}
+	switch w.imageConfig {
+	case imageConfigAnonymous, imageConfigOff:
+	default:
+		return fmt.Errorf("--at-start-image-config %q: want anonymous or off", w.imageConfig)
+	}
+	switch w.unreadable {
+	case unreadableInject, unreadableSkip:
+	default:
+		return fmt.Errorf("--at-start-unreadable-image %q: want inject or skip", w.unreadable)
 	}
 	if !w.on() {
 		return nil
@@ -112,6 +137,23 @@ func (w webhookConfig) atstartDelivery() atstart.Delivery {
 		return atstart.DeliveryInitContainer
 	}
 	return atstart.DeliveryImageVolume
+}
+
+// chooser is choose, with the containers' images read first (imageenv)
+// unless --at-start-image-config is off.
+func (w webhookConfig) chooser(choose atstart.Chooser, log logrus.FieldLogger) (atstart.Chooser, error) {
+	if w.imageConfig == imageConfigOff {
+		return choose, nil
+	}
+	r, err := imageenv.New(imageenv.Options{Logf: log.Infof})
+	if err != nil {
+		return nil, err
+	}
+	policy := atstart.UnreadableInject
+	if w.unreadable == unreadableSkip {
+		policy = atstart.UnreadableSkip
+	}
+	return imageenv.Chooser(r, policy, choose), nil
 }
 
 // webhookRun is the webhook of one replica: the certificates it serves and,
@@ -254,6 +296,10 @@ func (h *webhookRun) ready() error {
 // and runs the certificate manager and the server until ctx ends. The
 // returned function waits for both to stop.
 func (h *webhookRun) start(ctx context.Context, choose atstart.Chooser) (wait func(), err error) {
+	choose, err = h.c.chooser(choose, h.log)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
 	srv, err := webhook.NewServer(webhook.ServerOptions{
 		Addr:           h.c.addr,
 		GetCertificate: h.certs.GetCertificate,

@@ -31,19 +31,21 @@ func TestWebhookFlagsDefaultToTheManifestsNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := webhookConfig{mode: "on", addr: ":9443", service: "prometheus-jmx-exporter-operator-webhook",
-		secret: "prometheus-jmx-exporter-operator-webhook-tls", configuration: "prometheus-jmx-exporter-operator", delivery: "image-volume"}
+		secret: "prometheus-jmx-exporter-operator-webhook-tls", configuration: "prometheus-jmx-exporter-operator", delivery: "image-volume",
+		imageConfig: "anonymous", unreadable: "inject"}
 	if c.webhook != want || c.webhook.atstartDelivery() != atstart.DeliveryImageVolume {
 		t.Fatalf("defaults %+v, want %+v", c.webhook, want)
 	}
 	for k, v := range map[string]string{"WEBHOOK": "off", "WEBHOOK_ADDR": ":10443", "WEBHOOK_SERVICE": "hook", "WEBHOOK_SECRET": "hook-tls",
-		"WEBHOOK_CONFIGURATION": "hook-config", "WEBHOOK_EXTERNAL_CERTS": "true", "AT_START_DELIVERY": "init-container"} {
+		"WEBHOOK_CONFIGURATION": "hook-config", "WEBHOOK_EXTERNAL_CERTS": "true", "AT_START_DELIVERY": "init-container",
+		"AT_START_IMAGE_CONFIG": "off", "AT_START_UNREADABLE_IMAGE": "skip"} {
 		t.Setenv(k, v)
 	}
 	if c, err = parseFlags([]string{"--webhook=on"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	want = webhookConfig{mode: "on", addr: ":10443", service: "hook", secret: "hook-tls", configuration: "hook-config",
-		externalCerts: true, delivery: "init-container", set: true}
+		externalCerts: true, delivery: "init-container", imageConfig: "off", unreadable: "skip", set: true}
 	if c.webhook != want || c.webhook.atstartDelivery() != atstart.DeliveryInitContainer {
 		t.Fatalf("from the environment %+v, want %+v", c.webhook, want)
 	}

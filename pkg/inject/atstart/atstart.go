@@ -106,6 +106,14 @@ type Input struct {
 	// the operator claims there the pod's try of the change (Canary). An error leaves the pod unchanged, with the
 	// error as a note. Mutate itself never calls it.
 	Claim func(ctx context.Context) error
+	// ImageEnv is what each container's image sets for its JVM, by container name, as the webhook read it
+	// (pkg/inject/imageenv). A container it names keeps its image's JAVA_TOOL_OPTIONS before the agent's
+	// option, and is left alone when its image already loads jmx_exporter; a container it does not name is
+	// injected as if its image set nothing.
+	ImageEnv map[string]ImageEnv
+	// Unreadable is what to do with a container whose ImageEnv says its image's config could not be read.
+	// Default: UnreadableInject.
+	Unreadable UnreadableImage
 }
 
 // DefaultCopyCommand is the init container's command: jmx-attach copy-agent, which copies and checks the jar with
@@ -244,6 +252,11 @@ func check(in Input) (checked, error) {
 	default:
 		problems = append(problems, fmt.Sprintf("delivery %q is not %s or %s", c.Delivery, DeliveryImageVolume, DeliveryInitContainer))
 	}
+	switch c.Unreadable {
+	case "", UnreadableInject, UnreadableSkip:
+	default:
+		problems = append(problems, fmt.Sprintf("unreadable-image policy %q is not %s or %s", c.Unreadable, UnreadableInject, UnreadableSkip))
+	}
 	if len(problems) > 0 {
 		return c, errors.New("atstart: " + strings.Join(problems, "; "))
 	}
@@ -268,7 +281,8 @@ func AgentOption(jar string, port int32) string {
 // A container is injected when none of these holds: its JAVA_TOOL_OPTIONS comes from valueFrom (left to its
 // owner); it has no JAVA_TOOL_OPTIONS in env but an envFrom source that may define one (an env entry would
 // override that value: Kubernetes gives env precedence over envFrom); it already defines ConfigEnv, mounts
-// something at MountPath, or names a jmx_exporter -javaagent (a second exporter in one JVM). The pod is left as
+// something at MountPath, or names a jmx_exporter -javaagent (a second exporter in one JVM), or its image does
+// (Input.ImageEnv; an image's JAVA_TOOL_OPTIONS is otherwise kept before the agent's option). The pod is left as
 // it is when it carries AnnotationInjected, VolumeName or an agent option of ours already (a reinvocation, or a
 // pod submitted again), or runs on Windows.
 func Mutate(pod *corev1.Pod, in Input) (Result, error) {
@@ -322,6 +336,12 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 		if why := unsafeContainer(ct); why != "" {
 			note("container %s %s; left alone, not injected", ct.Name, why)
 			continue
+		}
+		if why, n := c.imageVerdict(ct); why != "" {
+			note("container %s %s; left alone, not injected", ct.Name, why)
+			continue
+		} else if n != "" {
+			note("%s", n)
 		}
 		p := c.Port
 		for used[p] != "" && p < 65535 {
@@ -407,7 +427,8 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 			}
 			add(base+"/env/"+strconv.Itoa(i)+"/value", v+opt)
 		} else {
-			env = append(env, corev1.EnvVar{Name: JavaToolOptions, Value: opt})
+			// The image's own options, if any, first, as for the user's.
+			env = append(env, corev1.EnvVar{Name: JavaToolOptions, Value: c.imageOptions(ct.Name) + opt})
 		}
 		env = append(env, corev1.EnvVar{Name: ConfigEnv, Value: c.configEnv})
 		if len(ct.Env) == 0 {
