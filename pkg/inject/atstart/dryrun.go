@@ -14,6 +14,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -89,6 +90,16 @@ type verdict struct {
 type limitsEntry struct {
 	ranges []corev1.LimitRange
 	until  time.Time
+}
+
+// PolicyRules returns the RBAC rules a Checker needs in each namespace whose pods it checks (a Role there, or a
+// ClusterRole for all): create on pods, which its dry runs are (RBAC has no verb for a dry run: the same grant
+// would let it create pods for real), and list on LimitRanges, to size the init container.
+func PolicyRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"limitranges"}, Verbs: []string{"list"}},
+	}
 }
 
 // NewChecker checks opts and fills in their defaults.
