@@ -159,10 +159,11 @@ func (w webhookConfig) chooser(choose atstart.Chooser, log logrus.FieldLogger) (
 // webhookRun is the webhook of one replica: the certificates it serves and,
 // once started, the server.
 type webhookRun struct {
-	c     webhookConfig
-	certs *webhook.CertManager
-	reg   prometheus.Registerer
-	log   logrus.FieldLogger
+	c      webhookConfig
+	certs  *webhook.CertManager
+	client kubernetes.Interface
+	reg    prometheus.Registerer
+	log    logrus.FieldLogger
 }
 
 // newWebhook makes the webhook's certificate manager; nothing is written
@@ -222,7 +223,7 @@ func setupWebhook(ctx context.Context, client kubernetes.Interface, ns string, c
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	return &webhookRun{c: c.webhook, certs: certs, reg: reg, log: opts.Logger}, nil
+	return &webhookRun{c: c.webhook, certs: certs, client: client, reg: reg, log: opts.Logger}, nil
 }
 
 // webhookGranted asks the API server (SelfSubjectAccessReviews, which every
@@ -295,15 +296,24 @@ func (h *webhookRun) ready() error {
 // start binds the webhook's server, so that a port in use fails the start,
 // and runs the certificate manager and the server until ctx ends. The
 // returned function waits for both to stop.
+//
+// Every patch that gives the agent is first created with dryRun All
+// (atstart.Checker, docs/atstart.md): a delivery the cluster refuses gives
+// way to the next, and a pod whose every delivery is refused, or whose dry
+// run cannot be made, is created without the agent.
 func (h *webhookRun) start(ctx context.Context, choose atstart.Chooser) (wait func(), err error) {
 	choose, err = h.c.chooser(choose, h.log)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	checker, err := atstart.NewChecker(atstart.CheckerOptions{Client: h.client, Logger: h.log})
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
 	srv, err := webhook.NewServer(webhook.ServerOptions{
 		Addr:           h.c.addr,
 		GetCertificate: h.certs.GetCertificate,
-		Handlers:       map[string]webhook.Handler{webhookPath: webhook.HandlerFunc(atstart.Handler(choose))},
+		Handlers:       map[string]webhook.Handler{webhookPath: webhook.HandlerFunc(atstart.CheckedHandler(choose, checker))},
 		Registerer:     h.reg,
 		Logger:         h.log,
 	})

@@ -213,6 +213,7 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 	}
 	p.pods[pod.Name] = state
 	p.atStartPods++
+	p.atStartDeliveries.add(pod, at, r.opts.AtStartDelivery)
 	if len(tasks) > 0 && !r.pool.Busy(string(pod.UID)) {
 		p.recordJobs = append(p.recordJobs, &job{exporter: ex.Namespace + "/" + ex.Name, exporterName: ex.Name, pod: pod,
 			spec: p.spec, tasks: tasks})

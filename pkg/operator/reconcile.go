@@ -285,6 +285,8 @@ type plan struct {
 	recordJobs         []*job
 	// atStartNotes say what is odd about pods given the agent at start.
 	atStartNotes []string
+	// atStartDeliveries are those pods' deliveries (delivery.go).
+	atStartDeliveries deliveries
 	// notAtStart are the "pod/container" that mode AtStart leaves without
 	// the agent (never attached).
 	notAtStart []string
@@ -1359,7 +1361,7 @@ func (r *Reconciler) readyCondition(p *plan, counts map[string]int) metav1.Condi
 	}
 	msg := fmt.Sprintf("%d JVMs in %d pods serve metrics", len(p.endpoints), counts[podInjected])
 	if p.atStartPods > 0 {
-		msg += fmt.Sprintf(" (%d pods given the agent at start)", p.atStartPods)
+		msg += " (" + p.atStartDeliveries.summary(p.atStartPods, r.opts.AtStartDelivery) + ")"
 	}
 	if len(p.atStartNotes) > 0 {
 		sort.Strings(p.atStartNotes)

@@ -49,6 +49,7 @@ var manifestSets = []manifestSet{
 	{file: "deploy/operator/operator.yaml", namespace: "files"},
 	{file: "deploy/operator/cluster-wide/operator.yaml", namespace: "files"},
 	{file: "deploy/operator/rbac-eviction.yaml", namespace: "files"},
+	{file: "deploy/operator/rbac-atstart.yaml", namespace: "files"},
 	{file: "deploy/operator/webhook.yaml", namespace: "files"},
 	{file: "deploy/operator/cluster-wide/webhook.yaml", namespace: "files"},
 }
@@ -69,6 +70,7 @@ var notAlone = map[string]string{
 	"deploy/operator/rbac-webhook.yaml":                         "kubectl apply -k only",
 	"deploy/operator/cluster-wide/rbac-webhook.yaml":            "kubectl apply -k only",
 	"deploy/operator/cluster-wide/rbac-eviction.yaml":           "kubectl apply -k only",
+	"deploy/operator/cluster-wide/rbac-atstart.yaml":            "kubectl apply -k only",
 	// Not Kubernetes objects: where kustomize's namespace goes.
 	"deploy/operator/kustomizeconfig.yaml":              "a kustomize transformer configuration",
 	"deploy/operator/cluster-wide/kustomizeconfig.yaml": "a kustomize transformer configuration",

@@ -197,6 +197,10 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 	if len(eviction) == 0 {
 		t.Fatalf("%s has no -eviction Role", namespacedExec)
 	}
+	atstartRules := deployRoles[op+"-atstart"].Rules
+	if len(atstartRules) == 0 {
+		t.Fatalf("%s has no -atstart Role", namespacedExec)
+	}
 	userRoles := build(t, "deploy/operator/user-roles")
 	userRules := rulesOf(t, userRoles, "ClusterRole")
 	if len(userRules) != 2 {
@@ -279,6 +283,7 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 		cases[i].clusterRoles[op+"-webhook"] = webhook.ClusterPolicyRules(op)
 		if strings.Contains(c.values, "watchAllNamespaces: true") {
 			cases[i].clusterRoles[op+"-eviction"] = eviction
+			cases[i].clusterRoles[op+"-atstart"] = atstartRules
 			continue
 		}
 		servedNS := c.servedNS
@@ -287,6 +292,7 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 		}
 		for _, ns := range servedNS {
 			cases[i].roles[ns+"/"+op+"-eviction"] = eviction
+			cases[i].roles[ns+"/"+op+"-atstart"] = atstartRules
 		}
 	}
 	// A namespaced install reports exporters elsewhere (NotServed) through

@@ -100,6 +100,7 @@ func TestHelmChartWithEveryValueAppliesToTheAPIServer(t *testing.T) {
 		want[ns+"/"+op] = deployRoles[op].Rules
 		want[ns+"/"+op+"-ephemeralcontainer"] = deployRoles[op+"-ephemeralcontainer"].Rules
 		want[ns+"/"+op+"-exec"] = deployRoles[op+"-exec"].Rules
+		want[ns+"/"+op+"-atstart"] = deployRoles[op+"-atstart"].Rules
 	}
 	// for-life election: the lock ConfigMap instead of the Lease.
 	want["helm-every/"+op+"-home"] = withoutRules(deployRoles[op+"-home"].Rules, "leases")

@@ -69,6 +69,8 @@ var operatorRequests = []request{
 	ephemeralRequest,
 	execRequest,
 	evictionRequest,
+	{served, "create", "", "pods", "", "pkg/inject/atstart dryrun.go: the webhook's dry run of a patched pod (dryRun All)"},
+	{served, "list", "", "limitranges", "", "pkg/inject/atstart dryrun.go: the LimitRanges that size the init container"},
 	{served, "list", "", "configmaps", "", "pkg/operator Setup: the ConfigMaps watch"},
 	{served, "watch", "", "configmaps", "", "pkg/operator Setup: the ConfigMaps watch"},
 	{served, "get", "", "configmaps", "", "pkg/operator reconcile.go: the exporter's config, query.Get live before the cache syncs"},
@@ -130,6 +132,7 @@ var roleScopes = map[string]scope{
 	"prometheus-jmx-exporter-operator-ephemeralcontainer": served,
 	"prometheus-jmx-exporter-operator-exec":               served,
 	"prometheus-jmx-exporter-operator-eviction":           served,
+	"prometheus-jmx-exporter-operator-atstart":            served,
 	"prometheus-jmx-exporter-operator-home":               home,
 }
 
@@ -366,7 +369,7 @@ func TestRBACIsExactlyWhatTheOperatorRequests(t *testing.T) {
 	for _, r := range []request{
 		{served, "get", "", "secrets", "", ""}, {served, "list", "", "secrets", "", ""}, {served, "watch", "", "secrets", "", ""},
 		{home, "get", "", "secrets", "", ""}, {home, "list", "", "secrets", "", ""}, {home, "watch", "", "secrets", "", ""},
-		{served, "delete", "", "pods", "", ""}, {served, "create", "", "pods", "", ""},
+		{served, "delete", "", "pods", "", ""}, {served, "update", "", "pods", "", ""},
 		{served, "delete", jmxGroup, exporters, "", ""},
 		{home, "delete", "coordination.k8s.io", "leases", "", ""},
 	} {

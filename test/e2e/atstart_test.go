@@ -40,10 +40,11 @@ import (
 // test/deploy proves the manifests as shipped.
 
 // webhookFiles are the webhook's manifests: its RBAC (the Role for its
-// Secret, the ClusterRole for its configuration's caBundle), its Service and
+// Secret, the ClusterRole for its configuration's caBundle, the Role for its
+// dry runs of patched pods), its Service and
 // MutatingWebhookConfiguration, and the Role for restartOnRefusal's
 // evictions, as deploy/operator's kustomization installs them.
-var webhookFiles = []string{"deploy/operator/rbac-webhook.yaml", "deploy/operator/webhook.yaml", "deploy/operator/rbac-eviction.yaml"}
+var webhookFiles = []string{"deploy/operator/rbac-webhook.yaml", "deploy/operator/rbac-atstart.yaml", "deploy/operator/webhook.yaml", "deploy/operator/rbac-eviction.yaml"}
 
 // Names of the shipped webhook objects (the contract of issue 27).
 const (

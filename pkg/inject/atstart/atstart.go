@@ -114,6 +114,12 @@ type Input struct {
 	// Unreadable is what to do with a container whose ImageEnv says its image's config could not be read.
 	// Default: UnreadableInject.
 	Unreadable UnreadableImage
+	// InitResources are the init container's requests and limits for DeliveryInitContainer (FitLimitRanges
+	// sizes them to a namespace's LimitRanges). Default: DefaultInitResources().
+	InitResources *corev1.ResourceRequirements
+	// Notes are the caller's notes on the pod (why it chose this Delivery), written first with Mutate's own in
+	// AnnotationNotes and Result.Notes.
+	Notes []string
 }
 
 // DefaultCopyCommand is the init container's command: jmx-attach copy-agent, which copies and checks the jar with
@@ -195,6 +201,11 @@ func (r Result) PatchJSON() ([]byte, error) {
 		return nil, nil
 	}
 	return json.Marshal(r.Patch)
+}
+
+// DefaultInitResources are the init container's requests and limits unless Input.InitResources says otherwise.
+func DefaultInitResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: initRequests.DeepCopy(), Limits: initLimits.DeepCopy()}
 }
 
 // Resources of the init container: it copies a 3 MB file once.
@@ -284,7 +295,9 @@ func AgentOption(jar string, port int32) string {
 // something at MountPath, or names a jmx_exporter -javaagent (a second exporter in one JVM), or its image does
 // (Input.ImageEnv; an image's JAVA_TOOL_OPTIONS is otherwise kept before the agent's option). The pod is left as
 // it is when it carries AnnotationInjected, VolumeName or an agent option of ours already (a reinvocation, or a
-// pod submitted again), or runs on Windows.
+// pod submitted again), or can only run on a node that is not Linux (spec.os, a nodeSelector on kubernetes.io/os,
+// or a required node affinity each of whose terms excludes linux by that label). Input.Notes come first in the
+// notes of a pod that is not left as it is.
 func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 	if pod == nil {
 		return Result{}, errors.New("atstart: no pod")
@@ -300,8 +313,9 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 		note("already injected at start (%s); left as it is", why)
 		return res, nil
 	}
-	if pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows {
-		note("the pod runs on Windows; the agent is injected into Linux pods only")
+	res.Notes = append(res.Notes, in.Notes...)
+	if why := notLinux(pod); why != "" {
+		note("the pod runs on Windows, or another system than Linux (%s); the agent is injected into Linux pods only", why)
 		res.Patch = NotesPatch(pod, res.Notes)
 		return res, nil
 	}
@@ -498,6 +512,52 @@ func injectedBefore(pod *corev1.Pod) string {
 	return ""
 }
 
+// osLabel is the node label that names a node's operating system.
+const osLabel = "kubernetes.io/os"
+
+// notLinux says why pod can only run on a node that is not Linux, or "": spec.os, a nodeSelector on osLabel
+// other than linux, or a required node affinity each of whose terms excludes linux by osLabel.
+func notLinux(pod *corev1.Pod) string {
+	if pod.Spec.OS != nil && pod.Spec.OS.Name != corev1.Linux {
+		return "spec.os.name " + string(pod.Spec.OS.Name)
+	}
+	if v, ok := pod.Spec.NodeSelector[osLabel]; ok && v != string(corev1.Linux) {
+		return "nodeSelector " + osLabel + "=" + v
+	}
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) == 0 {
+		return ""
+	}
+	for _, t := range terms {
+		// The terms are ORed; a term's expressions are ANDed: the term excludes Linux when one of them does.
+		if !slices.ContainsFunc(t.MatchExpressions, excludesLinux) {
+			return ""
+		}
+	}
+	return "its required node affinity matches no Linux node (" + osLabel + ")"
+}
+
+// excludesLinux says whether a node selector requirement rules out every Linux node.
+func excludesLinux(r corev1.NodeSelectorRequirement) bool {
+	if r.Key != osLabel {
+		return false
+	}
+	linux := slices.Contains(r.Values, string(corev1.Linux))
+	switch r.Operator {
+	case corev1.NodeSelectorOpIn:
+		return !linux
+	case corev1.NodeSelectorOpNotIn:
+		return linux
+	case corev1.NodeSelectorOpDoesNotExist:
+		return true
+	}
+	return false
+}
+
 // unsafeContainer says why injecting ct could surprise its owner or clash with what it runs, or "".
 func unsafeContainer(ct *corev1.Container) string {
 	if i := lastEnv(ct.Env, JavaToolOptions); i >= 0 {
@@ -596,11 +656,19 @@ func initContainer(c checked, pod *corev1.Pod) corev1.Container {
 		ImagePullPolicy: c.PullPolicy,
 		Command:         slices.Clone(c.CopyCommand),
 		VolumeMounts:    []corev1.VolumeMount{{Name: VolumeName, MountPath: MountPath}},
-		Resources:       corev1.ResourceRequirements{Requests: initRequests.DeepCopy(), Limits: initLimits.DeepCopy()},
+		Resources:       initResources(c.Input),
 		SecurityContext: sc,
 		// The message of a failed copy is what `kubectl describe pod` shows.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+}
+
+// initResources are the init container's requests and limits.
+func initResources(in Input) corev1.ResourceRequirements {
+	if in.InitResources != nil {
+		return *in.InitResources.DeepCopy()
+	}
+	return DefaultInitResources()
 }
 
 // escape escapes a JSON pointer reference token (RFC 6901).

@@ -27,6 +27,12 @@ const (
 // Mutate error, or another operation than CREATE of a pod gives an allowed response without a patch (a warning
 // says why, for errors). Notes become warnings prefixed "handlerkit: ".
 func Handler(choose Chooser) func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	return handler(choose, nil)
+}
+
+// handler is Handler, and CheckedHandler with a Checker. A dry run whose pod carries AnnotationProbe (the
+// Checker's own) is left as it is.
+func handler(choose Chooser, checker *Checker) func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	return func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		resp := &admissionv1.AdmissionResponse{Allowed: true}
 		if req == nil {
@@ -45,6 +51,9 @@ func Handler(choose Chooser) func(ctx context.Context, req *admissionv1.Admissio
 		if pod.Namespace == "" {
 			pod.Namespace = req.Namespace
 		}
+		if req.DryRun != nil && *req.DryRun && pod.Annotations[AnnotationProbe] != "" {
+			return resp
+		}
 		in, ok, err := choose(ctx, &pod)
 		if err != nil {
 			return withNotes(resp, &pod, []string{"not injected at start: " + err.Error()})
@@ -52,7 +61,12 @@ func Handler(choose Chooser) func(ctx context.Context, req *admissionv1.Admissio
 		if !ok {
 			return resp
 		}
-		res, err := Mutate(&pod, in)
+		var res Result
+		if checker != nil {
+			res, err = checker.Deliver(ctx, &pod, in)
+		} else {
+			res, err = Mutate(&pod, in)
+		}
 		if err != nil {
 			return withNotes(resp, &pod, []string{fmt.Sprintf("not injected at start by exporter %s: %v", in.Exporter, err)})
 		}
