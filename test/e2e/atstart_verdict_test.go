@@ -15,19 +15,22 @@ import (
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
+	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
 	"github.com/handlerkit/handlerkit/pkg/operator"
 )
 
 // TestAtStartRefusalIsSeen (issue 40, item 5): an exporter of mode AtStart
 // whose rule is a Go-style named group, which the operator's Go prefilter
 // takes and the collector (Java's regex) refuses, and a Deployment of two
-// replicas created after it. Both pods get the agent at start, both agents
-// print that they refuse the config, and the JVMs run on. The operator reads
+// replicas created after it. The first pod gets the agent at start alone
+// (the change is tried on one pod first), its agent prints that it refuses
+// the config, the other pod is created without the agent (ChangeBeingTried),
+// and the JVMs run on. The operator reads
 // the agents' lines from the containers' logs (get pods/log, which the
 // shipped RBAC grants): within a minute of the pods running, ConfigValid is
 // False, ConfigInvalid, with the collector's message, as under attach, the
 // config is in status.rejectedConfig, and neither pod counts as serving (no
-// endpoint, Ready not AllInjected, each record a ConfigInvalid failure).
+// endpoint, Ready not AllInjected, the canary's record a ConfigInvalid failure).
 // TestAtStart shows that an agent given at start that serves is still
 // reported serving.
 func TestAtStartRefusalIsSeen(t *testing.T) {
@@ -71,8 +74,22 @@ func TestAtStartRefusalIsSeen(t *testing.T) {
 		sort.Strings(pods)
 		return len(pods) == 2, fmt.Sprintf("pods %v", pods)
 	})
+	// The change is tried on one pod first (issue 40, item 1): one pod has
+	// the agent, the other was created without it, and says why.
+	var canary, other string
 	for _, name := range pods {
-		atStartRecord(t, waitRunning(t, ns, name)) // given the agent at start
+		p := waitRunning(t, ns, name)
+		if _, ok, _ := atstart.ParseRecord(p); ok {
+			canary = name
+		} else {
+			other = name
+			if notes := p.Annotations[atstart.AnnotationNotes]; !strings.Contains(notes, jmxv1alpha1.ReasonChangeBeingTried) {
+				t.Errorf("pod %s, created without the agent, has notes %q, want %s", name, notes, jmxv1alpha1.ReasonChangeBeingTried)
+			}
+		}
+	}
+	if canary == "" || other == "" {
+		t.Fatalf("pods %v: want exactly one given the agent at start", pods)
 	}
 
 	// The issue's bound: the status says so within a minute of the pods
@@ -91,7 +108,7 @@ func TestAtStartRefusalIsSeen(t *testing.T) {
 				len(ex.Status.MetricsEndpoints) == 0,
 			fmt.Sprintf("Ready %s/%s %q, injected %d, endpoints %+v", ready.Status, ready.Reason, ready.Message, ex.Status.InjectedPods, ex.Status.MetricsEndpoints)
 	})
-	for _, name := range pods {
+	for _, name := range []string{canary} {
 		var rec operator.PodRecord
 		waitFor(t, time.Minute, "the record of "+name, func() (bool, string) {
 			p := waitRunning(t, ns, name)
@@ -107,8 +124,11 @@ func TestAtStartRefusalIsSeen(t *testing.T) {
 			t.Errorf("pod %s: agent lines %q, want exactly one config-invalid refusal", name, lines)
 		}
 	}
-	if !hasEvent(events(t, ns, "Pod", pods[0]), jmxv1alpha1.ReasonConfigInvalid) && !hasEvent(events(t, ns, "Pod", pods[1]), jmxv1alpha1.ReasonConfigInvalid) {
-		t.Errorf("no %s Event on the pods", jmxv1alpha1.ReasonConfigInvalid)
+	if !hasEvent(events(t, ns, "Pod", canary), jmxv1alpha1.ReasonConfigInvalid) {
+		t.Errorf("no %s Event on the canary %s", jmxv1alpha1.ReasonConfigInvalid, canary)
+	}
+	if n, lines := agentLoads(t, ns, other, "app"); n != 0 {
+		t.Errorf("pod %s, created without the agent, printed agent lines %q", other, lines)
 	}
 	// The JVMs run on without the agent.
 	holds(t, 10*time.Second, "both JVMs running", func() (bool, string) {

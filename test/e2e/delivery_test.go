@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
@@ -46,12 +47,23 @@ func TestAtStartDeliveryTheClusterAdmits(t *testing.T) {
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "delivered"},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(2)),
+			Replicas: ptr.To(int32(1)),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
 		},
 	}
 	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The first pod tries the exporter's change alone (issue 40, item 1);
+	// once its JVM has served for the breaker window, the second pod gets
+	// the agent too.
+	waitFor(t, 3*time.Minute, "the change proven on the first pod", func() (bool, string) {
+		ex := getExporter(t, ns, "delivered")
+		return ex.Status.Proven != nil && ex.Status.Proven.Generation == ex.Generation, fmt.Sprintf("proven %+v", ex.Status.Proven)
+	})
+	scale := []byte(`{"spec":{"replicas":2}}`)
+	if _, err := kube.AppsV1().Deployments(ns).Patch(ctx, "delivered", types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*time.Minute, "both replicas of the Deployment ready", func() (bool, string) {
