@@ -189,9 +189,13 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 			return true
 		}
 		if err := r.saveRestart(ctx, ex, state); err != nil {
+			if apierrors.IsConflict(err) {
+				requeue(time.Second) // a newer exporter: the next look has it
+				return false
+			}
 			log.Warnf("operator: %s: restartOnRefusal: write status.restartOnRefusal: %v (tried again)", key, err)
-			notes = append(notes, "waiting: its state could not be written to the exporter's status (tried again)")
-			requeue(time.Second)
+			notes = append(notes, fmt.Sprintf("waiting: its state could not be written to the exporter's status (%s); tried again", truncateMsg(err.Error(), 300)))
+			requeue(30 * time.Second)
 			return false
 		}
 		return true
@@ -202,7 +206,7 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 			ev.Pod, ev.Controller.Kind, ev.Controller.Name, why, ex.Generation)
 		state.Eviction = nil
 		state.Stopped = &jmxv1alpha1.RestartOnRefusalStop{Generation: ex.Generation, Reason: reason, Message: truncateMsg(msg, 4000),
-			Pod: ev.Pod, Replacement: replacement, StoppedAt: metav1.Now()}
+			Pod: ev.Pod, Replacement: replacement, StoppedAt: metav1.NewTime(time.Now().Truncate(time.Second))}
 		if !save() {
 			return
 		}
@@ -239,7 +243,7 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 			return
 		case repl == nil:
 			if ev.GoneAt == nil {
-				ev.GoneAt = ptrTo(metav1.Now())
+				ev.GoneAt = ptrTo(metav1.NewTime(time.Now().Truncate(time.Second)))
 				if !save() {
 					return
 				}
@@ -407,6 +411,12 @@ func (r *Reconciler) saveRestart(ctx context.Context, ex *jmxv1alpha1.Prometheus
 	cp.Status.RestartOnRefusal = normalRestart(state.DeepCopy())
 	if err := action.UpdateStatus(ctx, cp); err != nil {
 		return err
+	}
+	if got := cp.Status.RestartOnRefusal; state != nil && (state.Eviction != nil && (got == nil || got.Eviction == nil) ||
+		state.Stopped != nil && (got == nil || got.Stopped == nil)) {
+		// A CRD older than this operator prunes the field: the state would
+		// be lost, so nothing is evicted on it.
+		return fmt.Errorf("the API server dropped status.restartOnRefusal: the PrometheusJmxExporter CRD is older than this operator; apply this release's CRD")
 	}
 	ex.ResourceVersion = cp.ResourceVersion
 	ex.Status.RestartOnRefusal = cp.Status.RestartOnRefusal
