@@ -59,6 +59,7 @@ type config struct {
 	kubeAPIQPS      float64
 	kubeAPIBurst    int
 	breakerWindow   time.Duration
+	replacementWait time.Duration
 	resync          time.Duration
 	budget          int
 	maxAttempts     int
@@ -190,6 +191,8 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 		"how often every exporter is handled again when nothing changed; 0 never (env RESYNC)")
 	fs.DurationVar(&c.breakerWindow, "breaker-window", operator.DefaultBreakerWindow,
 		"a JVM that ends within this time after a load opens its exporter's circuit breaker; a change of an exporter's spec or config is tried on one container for this long before the others (env BREAKER_WINDOW)")
+	fs.DurationVar(&c.replacementWait, "replacement-wait", operator.DefaultReplacementWait,
+		"restartOnRefusal: how long an evicted pod's replacement may take to appear (after the pod is gone) and to run and be ready (after its creation); past it the operator stops evicting that exporter's pods until its spec changes (env REPLACEMENT_WAIT)")
 	fs.IntVar(&c.budget, "ephemeral-container-budget", operator.DefaultEphemeralContainerBudget,
 		"ephemeral containers the operator adds to one pod in the pod's whole life, injections and reconfigurations together; past it the pod is reported, not patched (env EPHEMERAL_CONTAINER_BUDGET)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", operator.DefaultMaxAttempts,
@@ -301,6 +304,9 @@ Flags (each also from the environment variable in parentheses; flags win):
 	}
 	if c.breakerWindow < time.Second {
 		return c, fmt.Errorf("--breaker-window %s: at least 1s", c.breakerWindow)
+	}
+	if c.replacementWait < time.Second {
+		return c, fmt.Errorf("--replacement-wait %s: at least 1s", c.replacementWait)
 	}
 	if c.budget < 1 {
 		return c, fmt.Errorf("--ephemeral-container-budget %d: at least 1", c.budget)
@@ -507,7 +513,7 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		PullPolicy:         corev1.PullPolicy(c.pullPolicy),
 		LocalAttachHelper:  c.localHelper, LocalAgentJar: c.localJar,
 		InjectionTimeout: c.timeout, Parallelism: c.parallelism, JVMWait: c.jvmWait, LateJVMInterval: lateJVMInterval(c.lateJVMInterval),
-		BreakerWindow: c.breakerWindow, Resync: c.resync, EphemeralContainerBudget: c.budget, MaxAttempts: c.maxAttempts,
+		BreakerWindow: c.breakerWindow, ReplacementWait: c.replacementWait, Resync: c.resync, EphemeralContainerBudget: c.budget, MaxAttempts: c.maxAttempts,
 		ReportUnserved:     reportUnserved,
 		DisablePodMonitors: !c.podMonitors, PodMonitorLabels: c.podMonLabels,
 		AtStartDelivery: c.webhook.atstartDelivery(), NoWebhook: hook == nil,

@@ -3,12 +3,14 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +18,7 @@ import (
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
 	"github.com/handlerkit/handlerkit/pkg/sdk"
+	"github.com/handlerkit/handlerkit/pkg/sdk/action"
 )
 
 // Event reasons of spec.injection.restartOnRefusal.
@@ -30,44 +33,31 @@ const (
 	// EventEvictionSkipped: the pod has no controller, so an eviction would
 	// only delete it; the operator never does.
 	EventEvictionSkipped = "EvictionSkipped"
-	// EventRestartOnRefusalStopped: a pod the operator evicted came back
-	// without the agent at start (the webhook did not inject it); the
-	// operator evicts no more of the exporter's pods until its spec changes
-	// or the operator restarts, so that pods are not evicted in a loop.
-	EventRestartOnRefusalStopped = "RestartOnRefusalStopped"
+	// EventRestartOnRefusalStopped: a pod the operator evicted was not
+	// replaced by a ready pod with the agent at start (the replacement came
+	// without the agent, did not appear, or did not become ready within
+	// Options.ReplacementWait); the operator evicts no more of the
+	// exporter's pods until its spec changes, so that a workload is never
+	// emptied. It is jmxv1alpha1.ReasonRestartOnRefusalStopped.
+	EventRestartOnRefusalStopped = jmxv1alpha1.ReasonRestartOnRefusalStopped
 )
 
-// replacementWait is how long, after an evicted pod is gone, the operator
-// waits for a replacement to appear before it takes the pod as not
-// replaced (its controller was scaled down or deleted) and moves on.
-const replacementWait = 2 * time.Minute
+// evictionVisibleWithin is how long after the operator recorded an eviction
+// its pod may still look untouched in the pod cache (the cache lags the
+// eviction); past it the eviction did not take place (it was refused, or the
+// operator ended between recording it and asking for it) and is forgotten.
+const evictionVisibleWithin = 30 * time.Second
 
-// evictions is restartOnRefusal's memory of one exporter.
+// evictions is restartOnRefusal's in-memory memory of one exporter: only
+// what it reports. The state that decides whether a pod may be evicted (the
+// eviction under way, the stop) is in the exporter's
+// status.restartOnRefusal, where a restarted operator or a new leader finds
+// it.
 type evictions struct {
-	// last is the eviction under way: the next waits until its pod is gone
-	// and its replacement, if any, runs and is ready.
-	last *evicted
-	// stopped, when set, says why no more pods are evicted until the
-	// exporter's generation changes (generation is the one it was set at).
-	stopped    string
-	generation int64
 	// skipped are the pods without a controller already reported by an
 	// Event; refusals are the last refusal of each pod's eviction.
 	skipped  map[types.UID]bool
 	refusals map[types.UID]string
-}
-
-// evicted is one eviction.
-type evicted struct {
-	pod   string
-	uid   types.UID
-	owner metav1.OwnerReference
-	// siblings are the controller's pods when the pod was evicted: a pod of
-	// the controller that is not among them is the replacement.
-	siblings map[types.UID]bool
-	at       time.Time
-	// goneAt is when the operator first saw the pod gone.
-	goneAt time.Time
 }
 
 // evictionsOf returns exporter's memory, created when missing.
@@ -111,18 +101,45 @@ func attachRefusedMessage(p *plan) string {
 // restartRefused is spec.injection.restartOnRefusal: it evicts, through the
 // eviction API (so that PodDisruptionBudgets apply), the pods whose JVM
 // refuses a live attach (AttachRefused), so that their controllers recreate
-// them and the webhook gives the new pods the agent at start. One pod of the
-// exporter at a time: the next only once the previous one is gone and its
-// replacement, if any, runs and is ready, and only while every pod the
-// exporter matches is running and ready and none is being deleted. A pod
-// without a controller is never evicted (it would only be deleted). A
-// refused eviction (429) is retried with backoff. What it does is said in
-// p.restartNote (the Ready message), in Events and in the log.
+// them and the webhook gives the new pods the agent at start.
+//
+// One pod of the exporter at a time, and only while every pod the exporter
+// matches runs and is ready and none is being deleted: at most one pod is
+// unavailable because of the operator. The next eviction waits until the
+// evicted pod is gone and its replacement (a pod of the same controller
+// created at or after the eviction) runs, is ready and has the agent at
+// start. When the replacement comes without the agent, does not appear
+// within Options.ReplacementWait after the pod is gone, or is not ready
+// within it after its creation, the operator stops: no more pods of the
+// exporter are evicted until its spec changes (a Warning Event, Degraded and
+// status.restartOnRefusal.stopped say which pod, controller and why). The
+// eviction under way and the stop are kept in status.restartOnRefusal,
+// written before the eviction is asked for, so that a restarted operator or a
+// new leader goes on where this one stopped. A pod without a controller is
+// never evicted (it would only be deleted). A refused eviction (429) is
+// retried with backoff. What it does is said in p.restartNote (the Ready
+// message), in Events and in the log.
 func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
 	key := ex.Namespace + "/" + ex.Name
 	if !p.spec.Injection.RestartOnRefusal || p.spec.Injection.Mode != jmxv1alpha1.InjectionModeBoth {
 		r.forgetEvictions(key)
+		if ex.Status.RestartOnRefusal != nil {
+			// Off: nothing is under way any more; a stop ends with it.
+			if err := r.saveRestart(ctx, ex, nil); err != nil {
+				p.retryIn = minPositive(p.retryIn, time.Second)
+			}
+		}
 		return
+	}
+	state := ex.Status.RestartOnRefusal.DeepCopy()
+	if state == nil {
+		state = &jmxv1alpha1.RestartOnRefusalStatus{}
+	}
+	if state.Stopped != nil && state.Stopped.Generation != ex.Generation {
+		state.Stopped = nil // a new spec resumes evictions
+	}
+	if state.Stopped != nil {
+		p.restartStopped = state.Stopped.Message
 	}
 	if p.webhookErr != "" {
 		if len(p.refusedPods) > 0 {
@@ -140,9 +157,6 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 		ref := pod.DeepCopy()
 		ref.APIVersion, ref.Kind = "v1", "Pod"
 		return ref
-	}
-	if st.generation != ex.Generation {
-		st.stopped, st.generation = "", ex.Generation
 	}
 	var notes []string
 	var candidates []*corev1.Pod
@@ -168,39 +182,108 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 	}
 	defer func() { p.restartNote = strings.Join(notes, "; ") }()
 	requeue := func(d time.Duration) { p.retryIn = minPositive(p.retryIn, d) }
+	// save writes state; when it cannot, nothing more happens in this look
+	// (the next one starts again from the stored state).
+	save := func() bool {
+		if equality.Semantic.DeepEqual(ex.Status.RestartOnRefusal, normalRestart(state)) {
+			return true
+		}
+		if err := r.saveRestart(ctx, ex, state); err != nil {
+			if apierrors.IsConflict(err) {
+				requeue(time.Second) // a newer exporter: the next look has it
+				return false
+			}
+			log.Warnf("operator: %s: restartOnRefusal: write status.restartOnRefusal: %v (tried again)", key, err)
+			notes = append(notes, fmt.Sprintf("waiting: its state could not be written to the exporter's status (%s); tried again", truncateMsg(err.Error(), 300)))
+			requeue(30 * time.Second)
+			return false
+		}
+		return true
+	}
+	stop := func(ev *jmxv1alpha1.Eviction, reason, replacement, why string) {
+		msg := fmt.Sprintf("restartOnRefusal stopped: the operator evicted pod %s of %s %s, and %s; no more pods are evicted until the exporter's spec changes "+
+			"(metadata.generation %d; any change of spec resumes it), so that the workload is never emptied",
+			ev.Pod, ev.Controller.Kind, ev.Controller.Name, why, ex.Generation)
+		state.Eviction = nil
+		state.Stopped = &jmxv1alpha1.RestartOnRefusalStop{Generation: ex.Generation, Reason: reason, Message: truncateMsg(msg, 4000),
+			Pod: ev.Pod, Replacement: replacement, StoppedAt: metav1.NewTime(time.Now().Truncate(time.Second))}
+		if !save() {
+			return
+		}
+		p.restartStopped = state.Stopped.Message
+		notes = append(notes, state.Stopped.Message)
+		log.Warnf("operator: %s: %s (%s)", key, msg, reason)
+		rec.Event(ex, corev1.EventTypeWarning, EventRestartOnRefusalStopped, msg)
+	}
 
-	if last := st.last; last != nil {
-		if present(p, last.uid) {
-			notes = append(notes, fmt.Sprintf("evicted pod %s at %s; waiting until it is gone", last.pod, last.at.UTC().Format(time.RFC3339)))
-			requeue(10 * time.Second)
-			return
-		}
-		if last.goneAt.IsZero() {
-			last.goneAt = time.Now()
-		}
-		repl := replacementOf(p, last)
+	if ev := state.Eviction; ev != nil {
+		repl := replacementOf(p, ev)
+		deleting, untouched := presence(p, types.UID(ev.UID))
 		switch {
-		case repl == nil && time.Since(last.goneAt) < replacementWait:
-			notes = append(notes, fmt.Sprintf("evicted pod %s; waiting for its %s %s to replace it", last.pod, last.owner.Kind, last.owner.Name))
+		case repl != nil && !hasAgentAtStart(repl):
+			stop(ev, jmxv1alpha1.RestartStopReplacementNotInjected, repl.Name, fmt.Sprintf("its replacement %s was created without the agent at start "+
+				"(is the operator's admission webhook running and reachable? the warnings of the pod's creation may say why)", repl.Name))
+			return
+		case untouched && time.Since(ev.EvictedAt.Time) < evictionVisibleWithin:
+			notes = append(notes, fmt.Sprintf("evicted pod %s at %s; waiting until it is gone", ev.Pod, ev.EvictedAt.UTC().Format(time.RFC3339)))
+			requeue(5 * time.Second)
+			return
+		case untouched:
+			// Recorded, but the pod was never evicted: forget it, and
+			// judge the pod again below like any other.
+			log.Infof("operator: %s: restartOnRefusal: pod %s was recorded as evicted at %s but is not being deleted: the eviction did not take place",
+				key, ev.Pod, ev.EvictedAt.UTC().Format(time.RFC3339))
+			state.Eviction = nil
+			if !save() {
+				return
+			}
+		case deleting:
+			notes = append(notes, fmt.Sprintf("evicted pod %s at %s; waiting until it is gone", ev.Pod, ev.EvictedAt.UTC().Format(time.RFC3339)))
 			requeue(10 * time.Second)
 			return
-		case repl != nil && !podReady(repl):
-			notes = append(notes, fmt.Sprintf("evicted pod %s; waiting until its replacement %s runs and is ready", last.pod, repl.Name))
-			requeue(10 * time.Second)
+		case repl == nil:
+			if ev.GoneAt == nil {
+				ev.GoneAt = ptrTo(metav1.NewTime(time.Now().Truncate(time.Second)))
+				if !save() {
+					return
+				}
+			}
+			if left := r.opts.ReplacementWait - time.Since(ev.GoneAt.Time); left > 0 {
+				notes = append(notes, fmt.Sprintf("evicted pod %s; waiting for its %s %s to replace it (at most %s more)",
+					ev.Pod, ev.Controller.Kind, ev.Controller.Name, left.Round(time.Second)))
+				requeue(min(10*time.Second, left+time.Second))
+				return
+			}
+			stop(ev, jmxv1alpha1.RestartStopReplacementMissing, "", fmt.Sprintf("no replacement appeared within %s after it was gone "+
+				"(can its controller create pods with the agent? an admission policy, a quota or a LimitRange may refuse them: see the controller's Events; "+
+				"or it was scaled down)", r.opts.ReplacementWait))
 			return
-		case repl != nil:
-			if _, ok, _ := atstart.ParseRecord(repl); !ok {
-				st.stopped = fmt.Sprintf("pod %s, which replaced the evicted pod %s, was created without the agent at start (is the operator's admission webhook "+
-					"running and reachable? the warnings of the pod's creation may say why): no more pods are evicted until the exporter's spec changes or the operator restarts",
-					repl.Name, last.pod)
-				log.Warnf("operator: %s: restartOnRefusal: %s", key, st.stopped)
-				rec.Event(ex, corev1.EventTypeWarning, EventRestartOnRefusalStopped, st.stopped)
+		case !podReady(repl):
+			if left := r.opts.ReplacementWait - time.Since(repl.CreationTimestamp.Time); left > 0 {
+				notes = append(notes, fmt.Sprintf("evicted pod %s; waiting until its replacement %s runs and is ready (at most %s more)",
+					ev.Pod, repl.Name, left.Round(time.Second)))
+				requeue(min(10*time.Second, left+time.Second))
+				return
+			}
+			stop(ev, jmxv1alpha1.RestartStopReplacementNotReady, repl.Name, fmt.Sprintf("its replacement %s did not run and become ready within %s after its creation "+
+				"(see the pod's Events and its JVM's log)", repl.Name, r.opts.ReplacementWait))
+			return
+		default:
+			// Replaced by a ready pod with the agent: the next may go.
+			state.Eviction = nil
+			if !save() {
+				return
 			}
 		}
-		st.last = nil
 	}
-	if st.stopped != "" {
-		notes = append(notes, st.stopped)
+	if state.Stopped != nil {
+		if !save() { // a stop of an earlier generation is dropped
+			return
+		}
+		notes = append(notes, state.Stopped.Message)
+		return
+	}
+	if !save() {
 		return
 	}
 	if len(candidates) == 0 {
@@ -250,21 +333,38 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 	}
 	owner := *metav1.GetControllerOf(pod)
 	uid := pod.UID
+	// Recorded before it is asked for: whoever looks next, this operator
+	// or another, knows that it may be under way.
+	state.Eviction = &jmxv1alpha1.Eviction{Pod: pod.Name, UID: string(uid),
+		Controller: jmxv1alpha1.ControllerRef{Kind: owner.Kind, Name: owner.Name, UID: string(owner.UID)},
+		EvictedAt:  metav1.NewTime(time.Now().Truncate(time.Second))}
+	state.Eviction.Siblings = siblingsOf(p, state.Eviction)
+	if len(state.Eviction.Siblings) > jmxv1alpha1.MaxEvictionSiblings {
+		// Its replacement could not be told from them: wait until they
+		// are older than a second.
+		state.Eviction = nil
+		notes = append(notes, fmt.Sprintf("waiting: %s %s has just created many pods", owner.Kind, owner.Name))
+		requeue(2 * time.Second)
+		return
+	}
+	if !save() {
+		return
+	}
 	err := r.opts.Client.CoreV1().Pods(pod.Namespace).EvictV1(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 	})
+	if err != nil {
+		// Not under way: forget it (if this write fails, the record is
+		// dropped once the pod is seen untouched past
+		// evictionVisibleWithin).
+		state.Eviction = nil
+		save()
+	}
 	switch {
 	case err == nil:
 		r.retries.forget(evictKey(pod))
 		delete(st.refusals, uid)
-		siblings := map[types.UID]bool{}
-		for _, m := range append(append([]*corev1.Pod{}, p.matched...), p.terminating...) {
-			if c := metav1.GetControllerOf(m); c != nil && c.UID == owner.UID {
-				siblings[m.UID] = true
-			}
-		}
-		st.last = &evicted{pod: pod.Name, uid: uid, owner: owner, siblings: siblings, at: time.Now()}
 		msg := fmt.Sprintf("evicted pod %s, whose JVM refuses a live attach (spec.injection.restartOnRefusal): its %s %s recreates it, and the new pod "+
 			"gets the agent at start; the exporter's next refused pod waits until this one is gone and its replacement runs", pod.Name, owner.Kind, owner.Name)
 		log.Infof("operator: %s: %s", key, msg)
@@ -294,28 +394,89 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 	}
 }
 
-func evictKey(pod *corev1.Pod) string { return "evict/" + string(pod.UID) }
+// normalRestart is state as the status keeps it: nil when empty.
+func normalRestart(state *jmxv1alpha1.RestartOnRefusalStatus) *jmxv1alpha1.RestartOnRefusalStatus {
+	if state == nil || state.Eviction == nil && state.Stopped == nil {
+		return nil
+	}
+	return state
+}
 
-// present says whether the plan saw the pod with uid (running or being
-// deleted).
-func present(p *plan, uid types.UID) bool {
+// saveRestart writes state as the exporter's status.restartOnRefusal, at
+// once and guarded by ex's resourceVersion (a stale view is a Conflict, and
+// nothing is evicted on it), and takes the stored exporter into ex, so that
+// the status written after the look keeps it.
+func (r *Reconciler) saveRestart(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, state *jmxv1alpha1.RestartOnRefusalStatus) error {
+	cp := ex.DeepCopy()
+	cp.Status.RestartOnRefusal = normalRestart(state.DeepCopy())
+	if err := action.UpdateStatus(ctx, cp); err != nil {
+		return err
+	}
+	if got := cp.Status.RestartOnRefusal; state != nil && (state.Eviction != nil && (got == nil || got.Eviction == nil) ||
+		state.Stopped != nil && (got == nil || got.Stopped == nil)) {
+		// A CRD older than this operator prunes the field: the state would
+		// be lost, so nothing is evicted on it.
+		return fmt.Errorf("the API server dropped status.restartOnRefusal: the PrometheusJmxExporter CRD is older than this operator; apply this release's CRD")
+	}
+	ex.ResourceVersion = cp.ResourceVersion
+	ex.Status.RestartOnRefusal = cp.Status.RestartOnRefusal
+	return nil
+}
+
+// evictRetry is the rest of an evictKey after the pod's UID; the pod's
+// container starts (retries.keepOnly) leave it alone.
+const evictRetry = "evict"
+
+// evictKey is the retries' key of a pod's eviction: under the pod's UID, so
+// that it goes with the pod (pruneIfGone).
+func evictKey(pod *corev1.Pod) string { return string(pod.UID) + "/" + evictRetry }
+
+// presence says whether the plan saw the pod with uid being deleted, or
+// there and not being deleted.
+func presence(p *plan, uid types.UID) (deleting, untouched bool) {
+	for _, pod := range p.terminating {
+		if pod.UID == uid {
+			return true, false
+		}
+	}
+	for _, pod := range p.matched {
+		if pod.UID == uid {
+			return pod.DeletionTimestamp != nil, pod.DeletionTimestamp == nil
+		}
+	}
+	return false, false
+}
+
+// laterOf says whether pod is one of e's controller's, not the evicted
+// pod, and created at or after the eviction (creation times have a
+// resolution of a second, and EvictedAt is truncated to one).
+func laterOf(pod *corev1.Pod, e *jmxv1alpha1.Eviction) bool {
+	c := metav1.GetControllerOf(pod)
+	return c != nil && string(c.UID) == e.Controller.UID && string(pod.UID) != e.UID && !pod.CreationTimestamp.Before(&e.EvictedAt)
+}
+
+// siblingsOf are the UIDs of the pods of e's controller, other than the
+// evicted one, that the plan saw and laterOf would take for a replacement.
+func siblingsOf(p *plan, e *jmxv1alpha1.Eviction) []string {
+	var out []string
 	for _, list := range [][]*corev1.Pod{p.matched, p.terminating} {
 		for _, pod := range list {
-			if pod.UID == uid {
-				return true
+			if laterOf(pod, e) {
+				out = append(out, string(pod.UID))
 			}
 		}
 	}
-	return false
+	sort.Strings(out)
+	return out
 }
 
-// replacementOf is the pod of the evicted pod's controller that was not
-// among its pods at the eviction (the newest, when several), or nil.
-func replacementOf(p *plan, e *evicted) *corev1.Pod {
+// replacementOf is the evicted pod's replacement: a pod of its controller,
+// not the evicted pod, created at or after the eviction and not one of its
+// siblings (the newest, when several), or nil.
+func replacementOf(p *plan, e *jmxv1alpha1.Eviction) *corev1.Pod {
 	var out *corev1.Pod
 	for _, pod := range p.matched {
-		c := metav1.GetControllerOf(pod)
-		if c == nil || c.UID != e.owner.UID || e.siblings[pod.UID] {
+		if !laterOf(pod, e) || slices.Contains(e.Siblings, string(pod.UID)) {
 			continue
 		}
 		if out == nil || out.CreationTimestamp.Before(&pod.CreationTimestamp) {
@@ -323,6 +484,12 @@ func replacementOf(p *plan, e *evicted) *corev1.Pod {
 		}
 	}
 	return out
+}
+
+// hasAgentAtStart says whether the webhook gave pod the agent at start.
+func hasAgentAtStart(pod *corev1.Pod) bool {
+	_, ok, _ := atstart.ParseRecord(pod)
+	return ok
 }
 
 // podReady says whether the pod runs and all its containers are ready.

@@ -64,6 +64,10 @@ const (
 	// exporter's circuit breaker, and how long a change (of the exporter's
 	// spec or config) is tried on one container before the others.
 	DefaultBreakerWindow = time.Minute
+	// DefaultReplacementWait bounds how long restartOnRefusal waits for an
+	// evicted pod's replacement to appear (after the pod is gone) and to
+	// run and be ready (after it was created) before it stops evicting.
+	DefaultReplacementWait = 5 * time.Minute
 	// DefaultMaxAttempts bounds the transiently failed attempts on one
 	// container start, with either strategy.
 	DefaultMaxAttempts = inject.DefaultMaxAttempts
@@ -126,6 +130,12 @@ type Options struct {
 	// is tried on one container, which must run this long, before the
 	// others get it. Default DefaultBreakerWindow.
 	BreakerWindow time.Duration
+	// ReplacementWait bounds how long spec.injection.restartOnRefusal waits
+	// for an evicted pod's replacement to appear (after the evicted pod is
+	// gone) and to run and be ready (after it was created); past it the
+	// operator stops evicting that exporter's pods until its spec changes.
+	// Default DefaultReplacementWait.
+	ReplacementWait time.Duration
 	// MaxAttempts bounds the transiently failed attempts on one container
 	// start, with either strategy. Default DefaultMaxAttempts.
 	MaxAttempts int
@@ -310,6 +320,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BreakerWindow <= 0 {
 		o.BreakerWindow = DefaultBreakerWindow
+	}
+	if o.ReplacementWait <= 0 {
+		o.ReplacementWait = DefaultReplacementWait
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = DefaultMaxAttempts

@@ -304,6 +304,9 @@ type plan struct {
 	// deleted; restartNote says what restartOnRefusal is doing (evict.go).
 	terminating []*corev1.Pod
 	restartNote string
+	// restartStopped, when set, is why restartOnRefusal stopped
+	// (status.restartOnRefusal.stopped): Degraded says it.
+	restartStopped string
 	// podsRead is true once the exporter's pods were read: what the plan
 	// says about pods (and their absence) is then true.
 	podsRead bool
@@ -1218,7 +1221,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 			// Even the reduced status is refused: keep only the generation
 			// and the conditions, whose messages the schema bounds.
 			minimal := &jmxv1alpha1.PrometheusJmxExporterStatus{ObservedGeneration: reduced.ObservedGeneration,
-				MatchedPods: reduced.MatchedPods, InjectedPods: reduced.InjectedPods, FailedPods: reduced.FailedPods}
+				MatchedPods: reduced.MatchedPods, InjectedPods: reduced.InjectedPods, FailedPods: reduced.FailedPods,
+				RestartOnRefusal: reduced.RestartOnRefusal}
 			for _, c := range reduced.Conditions {
 				c.Message = truncateMsg(c.Message, 1000)
 				minimal.Conditions = append(minimal.Conditions, c)
@@ -1431,6 +1435,8 @@ func (r *Reconciler) degradedCondition(p *plan, cb *jmxv1alpha1.CircuitBreaker) 
 		return deg(true, jmxv1alpha1.ReasonJVMEndedAfterInjection, fmt.Sprintf(
 			"pod %s container %s: %s; the circuit breaker is open: no other container is injected until the exporter's spec or config changes",
 			cb.Pod, cb.Container, cb.Message))
+	case p.restartStopped != "":
+		return deg(true, jmxv1alpha1.ReasonRestartOnRefusalStopped, p.restartStopped)
 	case len(p.failures) > 0 && p.onlyAttachRefused():
 		return deg(true, jmxv1alpha1.ReasonAttachRefused, limitList(p.failures, 10))
 	case len(p.failures) > 0:
@@ -1518,7 +1524,9 @@ func retryKey(pod *corev1.Pod, container, containerID string) string {
 	return string(pod.UID) + "/" + container + "/" + containerID
 }
 
-// splitRetryKey splits a retryKey into the pod's UID and the rest.
+// splitRetryKey splits a retryKey (or an evictKey, evict.go: every key
+// starts with the pod's UID, so that pruneIfGone drops them all) into the
+// pod's UID and the rest.
 func splitRetryKey(key string) (string, string) {
 	uid, rest, _ := strings.Cut(key, "/")
 	return uid, rest
@@ -1584,7 +1592,7 @@ func (r *retries) forgetPod(uid string) {
 
 // keepOnly drops the pod's entries of container starts other than the
 // current ones (statuses): a restarted container's earlier start is never
-// tried again.
+// tried again. The pod's eviction backoff (evictKey) stays.
 func (r *retries) keepOnly(pod *corev1.Pod, statuses []corev1.ContainerStatus) {
 	uid := string(pod.UID)
 	r.mu.Lock()
@@ -1599,7 +1607,7 @@ func (r *retries) keepOnly(pod *corev1.Pod, statuses []corev1.ContainerStatus) {
 		current[rest] = true
 	}
 	for k := range entries {
-		if !current[k] {
+		if !current[k] && k != evictRetry {
 			delete(entries, k)
 		}
 	}

@@ -61,8 +61,8 @@ const (
 	// first seen, with the state of then.
 	coalesced
 	// urgent: a new generation, a condition other than Ready turning or
-	// changing its reason, the circuit breaker, a rejected config or a
-	// proven change (state the operator itself relies on across restarts):
+	// changing its reason, the circuit breaker, a rejected config, a
+	// proven change or restartOnRefusal's state (state the operator itself relies on across restarts):
 	// written at once.
 	urgent
 )
@@ -76,6 +76,7 @@ func changeOf(old, st *jmxv1alpha1.PrometheusJmxExporterStatus) statusChange {
 		!equality.Semantic.DeepEqual(old.CircuitBreaker, st.CircuitBreaker) ||
 		!equality.Semantic.DeepEqual(old.RejectedConfig, st.RejectedConfig) ||
 		!equality.Semantic.DeepEqual(old.Proven, st.Proven) ||
+		!equality.Semantic.DeepEqual(old.RestartOnRefusal, st.RestartOnRefusal) ||
 		len(old.Conditions) != len(st.Conditions) {
 		return urgent
 	}

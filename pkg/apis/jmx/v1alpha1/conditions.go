@@ -170,6 +170,31 @@ const (
 	// (--webhook=off): no pod gets the agent at start, and restartOnRefusal
 	// evicts nothing (a recreated pod would come back without the agent).
 	ReasonWebhookDisabled = "WebhookDisabled"
+	// ReasonRestartOnRefusalStopped (Degraded=True; also the Warning Event
+	// on the exporter): spec.injection.restartOnRefusal evicted a pod whose
+	// replacement did not get the agent at start, did not appear, or did
+	// not become ready within the operator's --replacement-wait; the
+	// operator evicts no more of the exporter's pods until its spec changes
+	// (metadata.generation). status.restartOnRefusal.stopped says which
+	// pod, controller and why (one of the RestartStop reasons).
+	ReasonRestartOnRefusalStopped = "RestartOnRefusalStopped"
+)
+
+// Why spec.injection.restartOnRefusal stopped
+// (status.restartOnRefusal.stopped.reason).
+const (
+	// RestartStopReplacementNotInjected: the evicted pod's replacement was
+	// created without the agent at start (the admission webhook did not
+	// inject it: unreachable, failed, or the exporter could not act).
+	RestartStopReplacementNotInjected = "ReplacementNotInjected"
+	// RestartStopReplacementMissing: no replacement of the evicted pod
+	// appeared within --replacement-wait after it was gone (its controller
+	// could not create one, for example because an admission policy refuses
+	// pods with the agent, or it was scaled down).
+	RestartStopReplacementMissing = "ReplacementMissing"
+	// RestartStopReplacementNotReady: the replacement did not run and
+	// become ready within --replacement-wait after it was created.
+	RestartStopReplacementNotReady = "ReplacementNotReady"
 )
 
 // Permanent injection failure reasons. They appear in Events, in the

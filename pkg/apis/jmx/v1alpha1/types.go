@@ -329,6 +329,9 @@ type Agent struct {
 	AttachHelperPath string `json:"attachHelperPath,omitempty"`
 }
 
+// MaxEvictionSiblings bounds status.restartOnRefusal.eviction.siblings.
+const MaxEvictionSiblings = 100
+
 // MaxStatusEndpoints is the most entries the operator writes in
 // status.metricsEndpoints, and in status.portPendingPods: with about 300
 // bytes an entry, 100 keep the object near 30 KiB whatever the number of
@@ -441,6 +444,14 @@ type PrometheusJmxExporterStatus struct {
 	// operator's webhook sees it.
 	// +optional
 	AtStartCanary *AtStartCanary `json:"atStartCanary,omitempty"`
+
+	// RestartOnRefusal is the state of spec.injection.restartOnRefusal: the
+	// eviction under way and, when set, why the operator stopped evicting.
+	// It lives in the status so that an operator that restarts, or a new
+	// leader, neither evicts a second pod while the first one's replacement
+	// is missing nor forgets a stop.
+	// +optional
+	RestartOnRefusal *RestartOnRefusalStatus `json:"restartOnRefusal,omitempty"`
 }
 
 // AtStartCanary is a claim, by the admission webhook, to try an exporter's
@@ -458,6 +469,112 @@ type AtStartCanary struct {
 	// ClaimedAt is when the webhook gave the agent to the canary pod.
 	// +required
 	ClaimedAt metav1.Time `json:"claimedAt"`
+}
+
+// RestartOnRefusalStatus is the state of spec.injection.restartOnRefusal.
+type RestartOnRefusalStatus struct {
+	// Eviction is the eviction under way: no other pod is evicted until its
+	// pod is gone and its replacement (a pod of the same controller created
+	// at or after it) runs, is ready and has the agent at start.
+	// +optional
+	Eviction *Eviction `json:"eviction,omitempty"`
+
+	// Stopped, when set, says why the operator evicts no more of the
+	// exporter's pods. It holds while its generation is the exporter's
+	// metadata.generation: a change of the spec resumes evictions.
+	// +optional
+	Stopped *RestartOnRefusalStop `json:"stopped,omitempty"`
+}
+
+// Eviction is one pod the operator evicted (or is about to: it is written
+// before the eviction is asked for).
+type Eviction struct {
+	// Pod is the evicted pod's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod"`
+
+	// UID is the evicted pod's UID.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid"`
+
+	// Controller is the pod's controller, which is expected to replace it.
+	// +required
+	Controller ControllerRef `json:"controller"`
+
+	// EvictedAt is when the operator evicted the pod (its own clock,
+	// truncated to the second); the replacement is a pod of the controller
+	// created at or after it, other than Siblings.
+	// +required
+	EvictedAt metav1.Time `json:"evictedAt"`
+
+	// Siblings are the UIDs of the controller's other pods that were
+	// created at or after EvictedAt (its resolution is a second) and were
+	// already there at the eviction: they are not the replacement.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=64
+	Siblings []string `json:"siblings,omitempty"`
+
+	// GoneAt is when the operator first saw the evicted pod gone; the
+	// replacement must appear within --replacement-wait after it.
+	// +optional
+	GoneAt *metav1.Time `json:"goneAt,omitempty"`
+}
+
+// ControllerRef names a pod's controller.
+type ControllerRef struct {
+	// Kind is the controller's kind (ReplicaSet, StatefulSet, ...).
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Kind string `json:"kind"`
+
+	// Name is the controller's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// UID is the controller's UID.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid"`
+}
+
+// RestartOnRefusalStop is why the operator stopped evicting an exporter's
+// pods.
+type RestartOnRefusalStop struct {
+	// Generation is the exporter's metadata.generation the stop was set at;
+	// it holds while the exporter's generation is this one.
+	// +required
+	Generation int64 `json:"generation"`
+
+	// Reason is ReplacementNotInjected, ReplacementMissing or
+	// ReplacementNotReady.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+
+	// Message says which pod was evicted, its controller, its replacement if
+	// any, and why the operator stopped.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+
+	// Pod is the evicted pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod,omitempty"`
+
+	// Replacement is the replacement pod, when one appeared.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Replacement string `json:"replacement,omitempty"`
+
+	// StoppedAt is when the operator stopped.
+	// +optional
+	StoppedAt metav1.Time `json:"stoppedAt,omitempty"`
 }
 
 // ProvenChange is a spec and config that a JVM ran for the breaker window.
