@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
@@ -58,17 +56,7 @@ func TestAJVMThatCannotStartWithTheAgentHarmsOnePodOnce(t *testing.T) {
 	}()
 
 	pod := jvmPod("", labels, testimages.JlinkJVMRef)
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "jlinked"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(3)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
-		},
-	}
-	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDeployment(t, ns, "jlinked", labels, 3, pod)
 
 	var harmed string
 	waitFor(t, 3*time.Minute, "the circuit breaker open on the pod given the agent", func() (bool, string) {

@@ -342,17 +342,14 @@ func attachRefusedThenRollout(t *testing.T, ns string) {
 	waitCondition(t, ns, "noattach", jmxv1alpha1.ConditionReady, metav1.ConditionTrue, jmxv1alpha1.ReasonAllInjected, 2*time.Minute)
 }
 
-// refusingDeployment creates a Deployment of one JVM pod started with
-// -XX:+DisableAttachMechanism, waits until its pod runs and returns the pod's
-// name.
-func refusingDeployment(t *testing.T, ns, name string, labels map[string]string) string {
+// createDeployment creates the Deployment name of replicas copies of pod
+// (its spec; labels select them) in ns.
+func createDeployment(t *testing.T, ns, name string, labels map[string]string, replicas int32, pod *corev1.Pod) {
 	t.Helper()
-	pod := jvmPod("", labels, testimages.JVMAppRef,
-		javaOptions("-Xmx48m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+DisableAttachMechanism"))
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(1)),
+			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
 		},
@@ -360,6 +357,16 @@ func refusingDeployment(t *testing.T, ns, name string, labels map[string]string)
 	if _, err := kube.AppsV1().Deployments(ns).Create(t.Context(), dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// refusingDeployment creates a Deployment of one JVM pod started with
+// -XX:+DisableAttachMechanism, waits until its pod runs and returns the pod's
+// name.
+func refusingDeployment(t *testing.T, ns, name string, labels map[string]string) string {
+	t.Helper()
+	pod := jvmPod("", labels, testimages.JVMAppRef,
+		javaOptions("-Xmx48m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+DisableAttachMechanism"))
+	createDeployment(t, ns, name, labels, 1, pod)
 	return deploymentPod(t, ns, labels, "")
 }
 

@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
@@ -47,17 +44,7 @@ func TestAtStartRefusalIsSeen(t *testing.T) {
 	waitWebhookInjects(t, ns, labels, "verdict")
 
 	pod := jvmPod("", labels, testimages.JVMAppRef)
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "verdict"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(2)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
-		},
-	}
-	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDeployment(t, ns, "verdict", labels, 2, pod)
 	var pods []string
 	waitFor(t, 3*time.Minute, "the Deployment's two pods", func() (bool, string) {
 		list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{

@@ -8,12 +8,10 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
@@ -44,17 +42,7 @@ func TestAtStartDeliveryTheClusterAdmits(t *testing.T) {
 	createExporter(t, ns, exporter("delivered", labels, withMode(jmxv1alpha1.InjectionModeAtStart)))
 	waitWebhookInjects(t, ns, labels, "delivered")
 	pod := jvmPod("", labels, testimages.JVMAppRef)
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "delivered"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
-		},
-	}
-	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDeployment(t, ns, "delivered", labels, 1, pod)
 	// The first pod tries the exporter's change alone (issue 40, item 1);
 	// once its JVM has served for the breaker window, the second pod gets
 	// the agent too.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -40,17 +39,7 @@ func TestRestartOnRefusalNeverEmptiesAWorkload(t *testing.T) {
 	labels := map[string]string{"app": "noagent"}
 	pod := jvmPod("", labels, testimages.JVMAppRef,
 		javaOptions("-Xmx48m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+DisableAttachMechanism"))
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "noagent"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(3)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
-		},
-	}
-	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDeployment(t, ns, "noagent", labels, 3, pod)
 	readyPods := func() (int, []string) {
 		list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
 			LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: labels})})
