@@ -28,7 +28,7 @@ func TestReadyNamesTheDeliveryInUseAndItsFallback(t *testing.T) {
 	c.createPod(t, ns, podSpec{name: "copied", labels: labels, atStart: copied, notes: why}, "containerd://c1")
 	s := &scripted{name: string(jmxv1alpha1.InjectionExec)}
 	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) { return loaded(r, ""), nil })
-	c.runOperator(t, ns, operator.Options{Resync: time.Second, AtStartDelivery: atstart.DeliveryImageVolume,
+	c.runOperator(t, ns, operator.Options{Resync: time.Second, AtStartDelivery: atstart.DeliveryImageVolume, ContainerLogs: servingLogs(),
 		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionExec: s}})
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeAtStart, false))
 

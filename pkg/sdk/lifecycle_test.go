@@ -550,6 +550,10 @@ func TestReadyChecksApplyStandingByAndLeading(t *testing.T) {
 	httpGet(t, base+"/readyz", http.StatusOK)
 
 	close(el.grant)
+	// Ready was nil standing by already: wait until the elector has made
+	// this replica lead (revoke set), or a loaded machine revokes nothing
+	// below (seen in make test: a nil revoke).
+	eventually(t, 10*time.Second, "leading", func() bool { el.mu.Lock(); defer el.mu.Unlock(); return el.revoke != nil })
 	eventually(t, 10*time.Second, "ready leading", func() bool { return f.op.Ready() == nil })
 	setCheck(errors.New("webhook: certificate gone"))
 	if err := f.op.Ready(); err == nil || !strings.Contains(err.Error(), "certificate gone") {
