@@ -12,6 +12,7 @@ import (
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
+	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
 
 // AtStartInput is the operator's atstart.Chooser: what the admission webhook
@@ -75,7 +76,21 @@ func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart
 		return refuse("%s: %s", reason, msg)
 	}
 	if err := r.atStartHeld(ex, &v); err != nil {
-		return refuse("%v", err)
+		// The cache may not show yet that the change was proven (or that
+		// the claim lapsed): while a claim holds, ask the API server.
+		live := &jmxv1alpha1.PrometheusJmxExporter{}
+		live.Namespace, live.Name = ex.Namespace, ex.Name
+		if lerr := r.read.Get(ctx, live, query.Live()); lerr != nil {
+			return refuse("%v", err)
+		}
+		ex, spec = live, r.defaulted(live.Spec)
+		if v = r.verdictOf(ctx, ex, spec); !v.mayAct() {
+			reason, msg := v.why()
+			return refuse("%s: %s", reason, msg)
+		}
+		if err := r.atStartHeld(ex, &v); err != nil {
+			return refuse("%v", err)
+		}
 	}
 	config := v.config
 	in := atstart.Input{

@@ -76,6 +76,10 @@ func TestCARotationWhilePodsAreCreatedThroughTheDeployedOperator(t *testing.T) {
 	probe.ns = ns
 	labels := map[string]string{"app": "rotate"}
 	createExporter(t, ns, exporter("rotate", labels, withMode(jmxv1alpha1.InjectionModeAtStart)))
+	// The pods never run, so none could prove the change: the test is about
+	// the webhook's availability, so the change is marked proven, and every
+	// pod is given the agent (not only a canary).
+	markProven(t, ns, "rotate", jmxv1alpha1.DefaultExporterConfig)
 	waitWebhookInjects(t, ns, labels, "rotate")
 	before := readWebhookSecret(t, op.ns)
 	handshakesBefore := webhookHandshakeErrors(t, op.ns)
@@ -532,4 +536,17 @@ type testLogWriter struct{ t *testing.T }
 func (w testLogWriter) Write(p []byte) (int, error) {
 	w.t.Logf("%s", p)
 	return len(p), nil
+}
+
+// markProven writes, as the operator would once a JVM had run them for the
+// breaker window, that the exporter's generation and config are proven
+// (status.proven), so that the webhook gives the agent to every pod at once.
+func markProven(t *testing.T, ns, name, config string) {
+	t.Helper()
+	waitFor(t, time.Minute, "status.proven written", func() (bool, string) {
+		ex := getExporter(t, ns, name)
+		ex.Status.Proven = &jmxv1alpha1.ProvenChange{Generation: ex.Generation, ConfigSHA256: sha256Hex(config), ProvenAt: metav1.Now()}
+		_, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).UpdateStatus(t.Context(), ex, metav1.UpdateOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 }
