@@ -28,9 +28,12 @@ const AnnotationProbe = "jmx.handlerkit.dev/admission-probe"
 
 // Defaults of CheckerOptions.
 const (
-	// DefaultDryRunTimeout bounds one dry run. The webhook answers within 4/5 of its timeoutSeconds (5 s in the
-	// manifests), and a pod takes at most three dry runs (each delivery, then the pod without the agent).
-	DefaultDryRunTimeout = 1200 * time.Millisecond
+	// DefaultDryRunTimeout bounds one dry run; each is cut shorter to answer before the webhook's own deadline
+	// (4/5 of its timeoutSeconds, 5 s in the manifests). A dry run that times out ends the checks (the pod is
+	// created without the agent), and a refusal comes back at once, so the first dry run may take most of the
+	// time: a nested call of this webhook (the dry run reaches it again) on a loaded API server took over 1.2 s
+	// (make test, the CA rotation test).
+	DefaultDryRunTimeout = 3 * time.Second
 	// DefaultVerdictTTL is how long a namespace's refusal of a delivery, and its LimitRanges, are remembered.
 	DefaultVerdictTTL = time.Minute
 	// DefaultMaxVerdicts bounds each of the Checker's memories (refusals, LimitRanges): entries, not bytes.
@@ -194,7 +197,12 @@ func (c *Checker) Deliver(ctx context.Context, pod *corev1.Pod, in Input) (Resul
 			refused = append(refused, refusal{d, why, true})
 		default:
 			log.WithField("delivery", d).Warnf("at-start dry run could not be made: %s; the pod is created without the agent", why)
-			c.rememberFor(verdictKey{pod.Namespace, ""}, why, unavailableTTL)
+			if admitted == verdictUnavailable {
+				// A lasting cause (no grant, no dry run possible) is remembered; a
+				// dry run that timed out or failed on the way says nothing of the
+				// next pod, which is tried again.
+				c.rememberFor(verdictKey{pod.Namespace, ""}, why, unavailableTTL)
+			}
 			return c.withoutAgent(pod, in, fmt.Sprintf("not injected at start: the operator could not check that the cluster admits the pod with the agent (%s)", why))
 		}
 	}
@@ -241,6 +249,8 @@ const (
 	verdictAdmitted    = "admitted"
 	verdictRefused     = "refused"
 	verdictUnavailable = "unavailable"
+	// verdictTransient: the dry run failed on the way (a timeout, a connection); not remembered.
+	verdictTransient = "transient"
 )
 
 // maxRefusalLen bounds a refusal's message in notes and memory.
@@ -265,7 +275,7 @@ func (c *Checker) dryRun(ctx context.Context, pod *corev1.Pod, patch []Op) (stri
 		timeout = min(timeout, time.Until(dl)-200*time.Millisecond)
 	}
 	if timeout < 100*time.Millisecond {
-		return verdictUnavailable, "no time left before the webhook's timeout"
+		return verdictTransient, "no time left before the webhook's timeout"
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -293,7 +303,7 @@ func classify(err error) (string, string) {
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err):
 		return verdictRefused, msg
 	}
-	return verdictUnavailable, "dry run failed: " + msg
+	return verdictTransient, "dry run failed: " + msg
 }
 
 // patched returns a copy of pod with patch applied, ready to be created: without what the API server sets, and
