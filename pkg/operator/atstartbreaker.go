@@ -190,10 +190,15 @@ type harmedTry struct {
 // said so; a refused eviction is retried with backoff. Each outcome is an
 // Event on the exporter and the pod, and a log line.
 func (r *Reconciler) replaceHarmed(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
-	cb := ex.Status.CircuitBreaker
 	if p.breaker != nil {
-		cb = p.breaker
+		// Opened by this look: the breaker is kept in the status first,
+		// and the pod evicted at the next look. Evicted before the status
+		// write succeeded, the pod (and with it the death) would be gone
+		// and the breaker never written (seen in make test: a conflict).
+		p.retryIn = minPositive(p.retryIn, time.Second)
+		return
 	}
+	cb := ex.Status.CircuitBreaker
 	if !p.breakerOpen || cb == nil || !p.podsRead {
 		return
 	}
