@@ -167,9 +167,15 @@ func oneLine(s string) string {
 }
 
 // claimedAtStart notes in the plan whether a pod being created tries the
-// change at start (attach then waits, gate).
+// change at start (attach then waits, gate), or the leader's attach canary
+// holds the claim (claimForAttach).
 func (r *Reconciler) claimedAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
-	p.atStartClaimed = !p.proven && claimHolds(ex.Status.AtStartCanary, &p.verdict, r.atStartClaimFor(), time.Now())
+	c := ex.Status.AtStartCanary
+	holds := !p.proven && claimHolds(c, &p.verdict, r.atStartClaimFor(), time.Now())
+	p.atStartClaimed = holds && c.AttachedPod == ""
+	if holds && c.AttachedPod != "" {
+		p.attachClaim = c
+	}
 }
 
 // harmedTry is replaceHarmed's memory of one pod: when to try its eviction

@@ -13,7 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+	"github.com/handlerkit/handlerkit/pkg/inject"
 	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
+	"github.com/handlerkit/handlerkit/pkg/jvm"
 	"github.com/handlerkit/handlerkit/pkg/operator"
 )
 
@@ -215,4 +217,75 @@ func TestAJVMThatEndsAfterItsStartWithTheAgentOpensTheBreaker(t *testing.T) {
 	if in, ok, err := choose(calm); !ok || err != nil {
 		t.Errorf("the calm exporter: %+v %v %v, want the agent given", in, ok, err)
 	}
+}
+
+// TestAnAttachCanaryHoldsPodsBeingCreatedBack: in mode Both, the leader
+// tries an unproven change on one running JVM by live attach first; the
+// webhook, which cannot see the leader's memory, must not give the same
+// change to a pod being created meanwhile (two canaries: two JVMs harmed by
+// one change). The leader claims status.atStartCanary for its attach canary
+// before the job runs; a pod being created is then refused with
+// ChangeBeingTried naming the attached pod. When every running JVM refuses
+// attach (a try that ended without a JVM running the change), the claim is
+// dropped and the next pod being created tries the change at start. Before
+// the claim, the pod being created got a canary input whose claim won while
+// pod a's attach was under way.
+func TestAnAttachCanaryHoldsPodsBeingCreatedBack(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3*time.Minute)
+	ns := c.namespace(t, "canary-both")
+	labels := c.jvmPods(t, ns)
+	release := make(chan struct{})
+	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
+	s.setAnswer(func(cl call, req inject.Request) (inject.Outcome, error) {
+		if cl.pod == "a" {
+			<-release
+		}
+		return refusedBy(jvm.ReasonAttachDisabled, "the JVM was started with -XX:+DisableAttachMechanism"), nil
+	})
+	var r *operator.Reconciler
+	c.runOperatorWith(t, ns, operator.Options{Resync: time.Hour, BreakerWindow: 3 * time.Second, ContainerLogs: servingLogs(),
+		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}},
+		func(rec *operator.Reconciler) { r = rec })
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeBoth, false))
+	choose := func() (atstart.Input, bool, error) {
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		defer cancel()
+		return r.AtStartInput(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "orders-", Labels: labels}})
+	}
+
+	waitUntil(t, 30*time.Second, "pod a's attach under way", func() (bool, string) {
+		return s.count(func(cl call) bool { return cl.pod == "a" }) == 1, fmt.Sprintf("%+v", s.all())
+	})
+	ex := c.exporter(t, ns, "orders")
+	if cl := ex.Status.AtStartCanary; cl == nil || cl.AttachedPod != "a" || cl.Generation != ex.Generation {
+		t.Fatalf("status.atStartCanary = %+v while pod a's attach tries the change, want a claim naming pod a", cl)
+	}
+	in, ok, err := choose()
+	if ok || err == nil || !strings.Contains(err.Error(), jmxv1alpha1.ReasonChangeBeingTried) || !strings.Contains(err.Error(), "(a, by live attach") {
+		if ok && in.Claim != nil {
+			err = in.Claim(c.ctx)
+		}
+		t.Fatalf("a pod created while pod a's attach tries the change: %+v %v, claim %v; want it refused with %s naming pod a",
+			in, ok, err, jmxv1alpha1.ReasonChangeBeingTried)
+	}
+
+	// Every JVM refuses attach: the try ended without a JVM that runs the
+	// change, and pods being created may try it at start.
+	close(release)
+	waitUntil(t, time.Minute, "the claim dropped after every attach was refused", func() (bool, string) {
+		ex := c.exporter(t, ns, "orders")
+		return ex.Status.AtStartCanary == nil && s.count(func(call) bool { return true }) == 3, fmt.Sprintf("%+v %+v", ex.Status.AtStartCanary, s.all())
+	})
+	waitUntil(t, 30*time.Second, "a pod being created tries the change at start", func() (bool, string) {
+		in, ok, err := choose()
+		return ok && err == nil && in.Canary && in.Claim != nil, fmt.Sprintf("%+v %v %v", in, ok, err)
+	})
 }

@@ -294,10 +294,15 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 		notes = append(notes, "waiting: the exporter cannot give pods the agent at start now (see its ConfigValid and Degraded conditions)")
 		return
 	}
-	if p.atStartClaimed {
+	if p.atStartClaimed || p.attachClaim != nil {
 		// A replacement created now would be created without the agent:
-		// the change is being tried at start on one pod first.
-		notes = append(notes, "waiting: the exporter's change is being tried on one pod, given the agent at its start, first")
+		// the change is being tried on one pod first (at its start, or by
+		// live attach until the leader drops its claim).
+		if p.attachClaim != nil {
+			notes = append(notes, fmt.Sprintf("waiting: the exporter's change is being tried on pod %s, by live attach, first", p.attachClaim.AttachedPod))
+		} else {
+			notes = append(notes, "waiting: the exporter's change is being tried on one pod, given the agent at its start, first")
+		}
 		requeue(10 * time.Second)
 		return
 	}

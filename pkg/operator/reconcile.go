@@ -108,6 +108,7 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 		return fmt.Errorf("add finalizer: %w", err)
 	}
 	plan := r.plan(ctx, ex)
+	r.claimForAttach(ctx, ex, plan)
 	for _, job := range plan.jobs {
 		job := job
 		if job.canary {
@@ -261,8 +262,16 @@ type plan struct {
 	// breaker's message.
 	atStartDeaths map[string]atStartDeath
 	// atStartClaimed is true while a pod being created tries the change at
-	// start (status.atStartCanary holds): attach waits for its outcome.
+	// start (status.atStartCanary holds, claimed by the webhook): attach
+	// waits for its outcome.
 	atStartClaimed bool
+	// attachClaim is the stored status.atStartCanary when the leader
+	// claimed it for its attach canary (mode Both, attachedPod set) and it
+	// still holds; attachTrying is true while that canary's try lasts (its
+	// job queued, running or retried, or its load not yet run for the
+	// breaker window). See claimForAttach.
+	attachClaim  *jmxv1alpha1.AtStartCanary
+	attachTrying bool
 	// trying are the pods whose current start had an attempt under the
 	// current generation and config fail transiently within the window.
 	trying map[string]bool
@@ -673,7 +682,11 @@ func (r *Reconciler) judge(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExp
 // younger than the window. A config that kills a JVM, or that the agent
 // refuses, so reaches one container, not every one.
 func (r *Reconciler) gate(exporter string, p *plan) {
-	if len(p.jobs) == 0 || p.proven {
+	if p.proven {
+		return
+	}
+	p.attachTrying = r.attachTrying(exporter, p)
+	if len(p.jobs) == 0 {
 		return
 	}
 	if p.atStartClaimed {
@@ -736,6 +749,7 @@ func (r *Reconciler) gate(exporter string, p *plan) {
 	first.canary = true
 	p.jobs = p.jobs[:1]
 	p.held = "the change is being tried on one container first"
+	p.attachTrying = true
 }
 
 // canaryJob is an exporter's job that tries a change first.
@@ -762,6 +776,20 @@ func (r *Reconciler) clearCanary(exporter, uid string) {
 	if r.canary[exporter].uid == uid {
 		delete(r.canary, exporter)
 	}
+}
+
+// attachTrying says whether exporter's attach canary still tries the
+// change: its job queued or running, a pod's failed attempt retried, an
+// outcome the cache has not shown yet, or a load not yet run for the
+// breaker window.
+func (r *Reconciler) attachTrying(exporter string, p *plan) bool {
+	if p.canaryRunning || len(p.trying) > 0 || !p.landedAt.IsZero() {
+		return true
+	}
+	r.canaryMu.Lock()
+	defer r.canaryMu.Unlock()
+	c, ok := r.canary[exporter]
+	return ok && (r.pool.Busy(c.uid) || c.unconfirmed && time.Now().Before(c.heldUntil) && p.hasPod(c.uid))
 }
 
 // canaryRunning says whether exporter's canary job is queued or running.
@@ -1232,7 +1260,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 			if apierrors.IsInvalid(err) {
 				sdk.LoggerFrom(ctx).Errorf("operator: %s/%s: the API server refused even a minimal status; not retried until the exporter or its pods change: %v",
 					ex.Namespace, ex.Name, err)
-				r.pacer.wrote(key)
+				r.pacer.wrote(key, time.Now())
 				return 0, nil
 			}
 		}
@@ -1243,7 +1271,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 		}
 		return 0, fmt.Errorf("update status: %w", err)
 	}
-	r.pacer.wrote(key)
+	r.pacer.wrote(key, time.Now())
 	return 0, nil
 }
 
@@ -1257,6 +1285,12 @@ func (r *Reconciler) status(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxEx
 	st.FailedPods = int32(counts[podFailed])
 	st.MetricsEndpoints, st.MetricsEndpointCount = endpointSample(p.endpoints)
 	st.PortPendingPods, st.PortPendingPodCount = nameSample(p.portPending)
+	if c := st.AtStartCanary; c != nil && c.AttachedPod != "" && !p.attachTrying {
+		// The leader's attach canary ended (proven, refused, its pod gone,
+		// or the exporter may not act): pods being created are no longer
+		// held back by it.
+		st.AtStartCanary = nil
+	}
 
 	if p.breaker != nil {
 		st.CircuitBreaker = p.breaker

@@ -13,11 +13,15 @@ import (
 
 // StatusDelay is how long a change of an exporter's status that is neither
 // a new generation nor a new verdict waits before it is written: a count, a
-// condition's message, Ready turning, the sample of endpoints. The write
-// carries the state of that moment, so the changes within the delay cost one
-// write, and a state that lasts less than the delay (a container that
-// restarts and is injected again at once) costs none. At most one such
-// write per exporter per StatusDelay.
+// condition's message, Ready turning, which endpoints the sample lists. The
+// write carries the state of that moment, so the changes within the delay
+// cost one write, and a state that lasts less than the delay (a container
+// that restarts and is injected again at once) costs none. A new container
+// start recorded for an endpoint the sample lists (sampleOnly) is written at
+// once, so that the status never names a container that no longer runs for
+// longer than it takes to record the new one, unless the exporter's status
+// was written within the last StatusDelay: then StatusDelay after that
+// write, with every start recorded meanwhile.
 const StatusDelay = 5 * time.Second
 
 // endpointSample is the status' bounded sample of endpoints: sorted by pod,
@@ -54,7 +58,9 @@ const (
 	// unchanged: nothing to write.
 	unchanged statusChange = iota
 	// sampleOnly: only the details of the sample's entries differ (a
-	// container start's ID, pid and times): not written on its own.
+	// container start's ID, pid and times: a restart recorded): written at
+	// once, or StatusDelay after the exporter's last write when that was
+	// more recent.
 	sampleOnly
 	// coalesced: something a user reads changed (a count, a message, Ready,
 	// which endpoints the sample lists): written StatusDelay after it was
@@ -77,6 +83,7 @@ func changeOf(old, st *jmxv1alpha1.PrometheusJmxExporterStatus) statusChange {
 		!equality.Semantic.DeepEqual(old.RejectedConfig, st.RejectedConfig) ||
 		!equality.Semantic.DeepEqual(old.Proven, st.Proven) ||
 		!equality.Semantic.DeepEqual(old.RestartOnRefusal, st.RestartOnRefusal) ||
+		!equality.Semantic.DeepEqual(old.AtStartCanary, st.AtStartCanary) ||
 		len(old.Conditions) != len(st.Conditions) {
 		return urgent
 	}
@@ -112,6 +119,8 @@ type statusPacer struct {
 	delay time.Duration
 	// since is when a change not yet written was first seen.
 	since map[string]time.Time
+	// last is when the exporter's status was last written.
+	last map[string]time.Time
 }
 
 // due says whether a status whose change from the stored one is c should be
@@ -120,16 +129,26 @@ type statusPacer struct {
 func (s *statusPacer) due(key string, c statusChange, now time.Time) (write bool, wait time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch c {
-	case urgent:
-		return true, 0
-	case unchanged, sampleOnly:
-		delete(s.since, key)
-		return false, 0
-	}
 	delay := s.delay
 	if delay == 0 {
 		delay = StatusDelay
+	}
+	switch c {
+	case urgent:
+		return true, 0
+	case unchanged:
+		delete(s.since, key)
+		return false, 0
+	case sampleOnly:
+		// The change that started a wait went away: only the new starts
+		// are left to write.
+		delete(s.since, key)
+		if last, ok := s.last[key]; ok {
+			if left := last.Add(delay).Sub(now); left > 0 {
+				return false, left
+			}
+		}
+		return true, 0
 	}
 	if s.since == nil {
 		s.since = map[string]time.Time{}
@@ -145,12 +164,22 @@ func (s *statusPacer) due(key string, c statusChange, now time.Time) (write bool
 	return true, 0
 }
 
-// wrote says that key's status was written: the changes seen so far are in.
-func (s *statusPacer) wrote(key string) { s.forget(key) }
+// wrote says that key's status was written at now: the changes seen so far
+// are in.
+func (s *statusPacer) wrote(key string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.since, key)
+	if s.last == nil {
+		s.last = map[string]time.Time{}
+	}
+	s.last[key] = now
+}
 
 // forget drops what the pacer knows of key (an exporter that is gone).
 func (s *statusPacer) forget(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.since, key)
+	delete(s.last, key)
 }

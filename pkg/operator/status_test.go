@@ -128,7 +128,7 @@ func TestStatusPacerWritesAChangeOnceItHasWaited(t *testing.T) {
 	if write, _ := s.due("ns/a", coalesced, t0.Add(5*time.Second)); !write {
 		t.Fatal("not written once the delay passed")
 	}
-	s.wrote("ns/a")
+	s.wrote("ns/a", t0.Add(5*time.Second))
 	// Another exporter, and urgent changes, wait for nothing.
 	if write, _ := s.due("ns/b", urgent, t0); !write {
 		t.Error("an urgent change waits")
@@ -137,11 +137,26 @@ func TestStatusPacerWritesAChangeOnceItHasWaited(t *testing.T) {
 	if write, _ := s.due("ns/a", coalesced, t0.Add(6*time.Second)); write {
 		t.Fatal("written at first sight")
 	}
-	if write, wait := s.due("ns/a", sampleOnly, t0.Add(7*time.Second)); write || wait != 0 {
-		t.Errorf("a change of the sample's details alone: write %v, wait %s", write, wait)
+	// A new container start recorded 2 s after the last write waits for
+	// the rest of the delay after that write, and drops the wait of the
+	// change that went away.
+	if write, wait := s.due("ns/a", sampleOnly, t0.Add(7*time.Second)); write || wait != 3*time.Second {
+		t.Errorf("a restart recorded 2s after a write: write %v, wait %s; want a wait of 3s", write, wait)
 	}
-	if write, wait := s.due("ns/a", coalesced, t0.Add(8*time.Second)); write || wait != 5*time.Second {
+	if write, _ := s.due("ns/a", sampleOnly, t0.Add(10*time.Second)); !write {
+		t.Error("a restart recorded: not written once the delay after the last write passed")
+	}
+	s.wrote("ns/a", t0.Add(10*time.Second))
+	if write, wait := s.due("ns/a", coalesced, t0.Add(16*time.Second)); write || wait != 5*time.Second {
 		t.Errorf("the next change waits from its own first sight: write %v, wait %s", write, wait)
+	}
+	// A restart recorded long after the last write is written at once: the
+	// status must not name a container that no longer runs.
+	if write, wait := s.due("ns/c", sampleOnly, t0); !write || wait != 0 {
+		t.Errorf("a restart recorded with no recent write: write %v, wait %s; want it written at once", write, wait)
+	}
+	if write, _ := s.due("ns/a", sampleOnly, t0.Add(time.Minute)); !write {
+		t.Error("a restart recorded a minute after the last write: not written at once")
 	}
 }
 

@@ -432,16 +432,17 @@ type PrometheusJmxExporterStatus struct {
 	// +optional
 	Proven *ProvenChange `json:"proven,omitempty"`
 
-	// AtStartCanary is the pod creation that tries a change (a generation
-	// and config not yet proven) at start. The admission webhook claims it
-	// for the first pod it gives the agent under the change; while the
-	// claim is the exporter's current generation and config and younger
-	// than the operator's canary claim time (its breaker window plus two
-	// minutes), every other pod of the exporter is created without the
-	// agent (and, in mode Both, attached once the change is proven). A
-	// canary whose JVM ends within the breaker window opens the circuit
-	// breaker. It lives in the status so that every replica of the
-	// operator's webhook sees it.
+	// AtStartCanary is the one try of a change (a generation and config not
+	// yet proven) that holds pods being created back. The admission webhook
+	// claims it for the first pod it gives the agent under the change; in
+	// mode Both the leader claims it (attachedPod) before it attaches the
+	// change to a running JVM first. While the claim is the exporter's
+	// current generation and config and younger than the operator's canary
+	// claim time (its breaker window plus two minutes), every other pod of
+	// the exporter is created without the agent (and, in mode Both,
+	// attached once the change is proven). A canary whose JVM ends within
+	// the breaker window opens the circuit breaker. It lives in the status
+	// so that every replica of the operator's webhook sees it.
 	// +optional
 	AtStartCanary *AtStartCanary `json:"atStartCanary,omitempty"`
 
@@ -454,8 +455,10 @@ type PrometheusJmxExporterStatus struct {
 	RestartOnRefusal *RestartOnRefusalStatus `json:"restartOnRefusal,omitempty"`
 }
 
-// AtStartCanary is a claim, by the admission webhook, to try an exporter's
-// unproven change on one pod at its creation.
+// AtStartCanary is a claim to try an exporter's unproven change on one pod
+// first: by the admission webhook, on a pod at its creation, or (mode Both)
+// by the operator's leader, on a running pod by live attach (AttachedPod).
+// Either claim holds pods being created back.
 type AtStartCanary struct {
 	// Generation is the exporter's metadata.generation being tried.
 	// +required
@@ -466,9 +469,19 @@ type AtStartCanary struct {
 	// +kubebuilder:validation:MaxLength=64
 	ConfigSHA256 string `json:"configSHA256"`
 
-	// ClaimedAt is when the webhook gave the agent to the canary pod.
+	// ClaimedAt is when the webhook gave the agent to the canary pod, or
+	// when the leader last started or renewed its attach to AttachedPod.
 	// +required
 	ClaimedAt metav1.Time `json:"claimedAt"`
+
+	// AttachedPod names the pod whose running JVM the operator's leader
+	// tries the change on by live attach (mode Both); empty when the
+	// webhook gave the agent to a pod at its creation. The leader renews
+	// the claim while that try lasts and drops it when the try ended
+	// without a JVM that runs the change.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	AttachedPod string `json:"attachedPod,omitempty"`
 }
 
 // RestartOnRefusalStatus is the state of spec.injection.restartOnRefusal.
