@@ -33,7 +33,7 @@ func StatusWaits(r *Reconciler, exporter string) bool {
 	r.pacer.mu.Lock()
 	defer r.pacer.mu.Unlock()
 	_, ok := r.pacer.since[exporter]
-	return ok
+	return ok || r.pacer.startsWait[exporter]
 }
 
 // StatusOf is the status an operator with the default options computes

@@ -119,8 +119,11 @@ type statusPacer struct {
 	delay time.Duration
 	// since is when a change not yet written was first seen.
 	since map[string]time.Time
-	// last is when the exporter's status was last written.
-	last map[string]time.Time
+	// last is when the exporter's status was last written; startsWait
+	// holds the exporters whose recorded container starts wait for
+	// StatusDelay after that write.
+	last       map[string]time.Time
+	startsWait map[string]bool
 }
 
 // due says whether a status whose change from the stored one is c should be
@@ -138,6 +141,7 @@ func (s *statusPacer) due(key string, c statusChange, now time.Time) (write bool
 		return true, 0
 	case unchanged:
 		delete(s.since, key)
+		delete(s.startsWait, key)
 		return false, 0
 	case sampleOnly:
 		// The change that started a wait went away: only the new starts
@@ -145,6 +149,10 @@ func (s *statusPacer) due(key string, c statusChange, now time.Time) (write bool
 		delete(s.since, key)
 		if last, ok := s.last[key]; ok {
 			if left := last.Add(delay).Sub(now); left > 0 {
+				if s.startsWait == nil {
+					s.startsWait = map[string]bool{}
+				}
+				s.startsWait[key] = true
 				return false, left
 			}
 		}
@@ -170,6 +178,7 @@ func (s *statusPacer) wrote(key string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.since, key)
+	delete(s.startsWait, key)
 	if s.last == nil {
 		s.last = map[string]time.Time{}
 	}
@@ -182,4 +191,5 @@ func (s *statusPacer) forget(key string) {
 	defer s.mu.Unlock()
 	delete(s.since, key)
 	delete(s.last, key)
+	delete(s.startsWait, key)
 }
