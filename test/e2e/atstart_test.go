@@ -473,9 +473,17 @@ func noDynamicLoadWarning(t *testing.T, ns string) {
 	createPod(t, ns, jvmPod("attached", labels, testimages.Temurin25JVMRef))
 	waitRunning(t, ns, "attached")
 	createExporter(t, ns, exporter("jdk25", labels, withMode(jmxv1alpha1.InjectionModeBoth)))
+	// The attached JVM tries the new exporter's change first (the leader's
+	// claim holds pods being created back): the pod at start comes once a
+	// JVM has run it for the breaker window.
+	ep := endpointOf(t, ns, "jdk25", "attached")
+	waitFor(t, 2*time.Minute, "the change proven by the attached JVM", func() (bool, string) {
+		ex := getExporter(t, ns, "jdk25")
+		return ex.Status.Proven != nil && ex.Status.Proven.Generation == ex.Generation && ex.Status.AtStartCanary == nil,
+			fmt.Sprintf("proven %+v, claim %+v", ex.Status.Proven, ex.Status.AtStartCanary)
+	})
 	waitWebhookInjects(t, ns, labels, "jdk25")
 	createPod(t, ns, jvmPod("atstart", labels, testimages.Temurin25JVMRef))
-	ep := endpointOf(t, ns, "jdk25", "attached")
 	if ep.InjectedBy == jmxv1alpha1.InjectedByAtStart {
 		t.Errorf("the pod that ran before the exporter is reported injected at start: %+v", ep)
 	}
