@@ -28,7 +28,11 @@ COPY internal/ internal/
 # them; .git is not in the build context).
 ARG VERSION=dev
 ARG COMMIT=unknown
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o /out/ \
+ARG DATE=unknown
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w \
+      -X github.com/handlerkit/handlerkit/internal/buildinfo.version=${VERSION} \
+      -X github.com/handlerkit/handlerkit/internal/buildinfo.commit=${COMMIT} \
+      -X github.com/handlerkit/handlerkit/internal/buildinfo.date=${DATE}" -o /out/ \
       ./cmd/prometheus-jmx-exporter-operator ./cmd/jmx-attach
 
 # The java agent, built from agent/ as `make agent` and the tests build it:

@@ -59,11 +59,17 @@ demo: prereqs controlplane node prometheus images ## The main job: a local clust
 	$(GO) build -o $(BIN)/demo ./hack/demo
 	$(BIN)/demo $(DEMOFLAGS)
 
-# The version and commit the operator reports (--version, the
-# handlerkit_operator_build_info metric), stamped with -ldflags.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The one version of a release (the VERSION file; internal/buildinfo's
+# TestOneVersion keeps the chart, the manifests, the image and the agent
+# equal to it), and the commit and its date, which the binaries report
+# (--version, their start's log line, handlerkit_operator_build_info),
+# stamped with -ldflags. The date is the commit's, so that a build of one
+# commit is the same binary whenever it is made.
+VERSION ?= v$(shell cat VERSION)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+DATE    ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)
+BUILDINFO := github.com/handlerkit/handlerkit/internal/buildinfo
+LDFLAGS := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
 
 .PHONY: build
 build: ## Build every command into ./bin (static, CGO_ENABLED=0).
@@ -95,13 +101,13 @@ images: prereqs agent ## Build the test and demo images (pause, echo, jmx agent,
 	$(GO) run ./hack/images
 
 # The image `make image` builds and tags (the manifests' and the CRD's default agent image).
-IMAGE  ?= ghcr.io/handlerkit/jmx-agent:v0.1.0
+IMAGE  ?= ghcr.io/handlerkit/jmx-agent:$(VERSION)
 DOCKER ?= docker
 
 .PHONY: image
 image: ## Build the operator and agent image from the Dockerfile (needs a Docker engine; `make images` builds the same layout without one).
 	@$(DOCKER) info >/dev/null 2>&1 || { echo "make image: no Docker engine answers '$(DOCKER) info'; start one, or build the same image without Docker: make images" >&2; exit 1; }
-	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg DATE=$(DATE) -t $(IMAGE) .
 
 .PHONY: test
 test: ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test (two lanes: hack/test-lanes.sh).

@@ -25,6 +25,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/handlerkit/handlerkit/internal/buildinfo"
 	"github.com/handlerkit/handlerkit/pkg/jvm"
 )
 
@@ -50,12 +51,14 @@ Usage:
   jmx-attach reconfigure (--config FILE | --config-env NAME | --bundle-stdin) (--pid P | --all) [flags]
   jmx-attach copy-agent [--from JAR] --to DIR
   jmx-attach help [command]
+  jmx-attach version
 
 Commands:
   list         list the JVMs visible from here (found through /proc, not hsperfdata)
   inject       check, copy and load the agent into JVMs, then check that the port answers HTTP
   reconfigure  replace the exporter config of agents loaded before; the agent reads it at its next scrape
   copy-agent   copy the agent jar into a directory for -javaagent (the start-time injection's init container)
+  version      print the version, commit and build date
 
 Exit codes:
   0  success: every JVM was injected, already had the agent or was reconfigured (or left unchanged), or the
@@ -230,6 +233,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runReconfigure(ctx, args[1:], stdin, stdout, stderr)
 	case "copy-agent":
 		return runCopyAgent(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.Get().Line("jmx-attach"))
+		return exitOK
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 {
 			switch args[1] {

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/handlerkit/handlerkit/internal/buildinfo"
 	"github.com/handlerkit/handlerkit/internal/memlimit"
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/leader"
@@ -531,7 +532,9 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		defer stopHook()
 	}
 	ensureMetricsService(ctx, cfg, c, log)
-	log.WithFields(logrus.Fields{"namespaces": nsLabel(c.namespaces), "election": c.election,
+	bi := buildinfo.Get()
+	log.WithFields(logrus.Fields{"version": bi.Version, "commit": bi.Commit, "built": bi.Date,
+		"namespaces": nsLabel(c.namespaces), "election": c.election,
 		"strategies": c.strategies, "default": c.defaultStrategy, "agentImage": agentImage,
 		"allowedAgentImages": strings.Join(c.allowedImages, ","), "webhook": hook != nil}).Info("prometheus-jmx-exporter-operator starting")
 	err = op.Run(ctx)

@@ -2,64 +2,26 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// version and commit are set at build time (the Makefile's build target and
-// the Dockerfile):
-//
-//	go build -ldflags "-X main.version=v0.1.0 -X main.commit=<sha>"
-//
-// When they are empty, the module version and the VCS revision that the Go
-// toolchain stamps into the binary are used.
-var (
-	version string
-	commit  string
+	"github.com/handlerkit/handlerkit/internal/buildinfo"
 )
 
 // errVersion ends parseFlags after --version printed the version.
 var errVersion = errors.New("version printed")
 
 // buildInfo returns the version, the revision and the Go version of this
-// binary.
+// binary (internal/buildinfo: stamped by the Makefile and the Dockerfile).
 func buildInfo() (ver, rev, goVersion string) {
-	ver, rev, goVersion = version, commit, runtime.Version()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if ver == "" && bi.Main.Version != "" {
-			ver = bi.Main.Version
-		}
-		if rev == "" {
-			dirty := false
-			for _, s := range bi.Settings {
-				switch s.Key {
-				case "vcs.revision":
-					rev = s.Value
-				case "vcs.modified":
-					dirty = s.Value == "true"
-				}
-			}
-			if rev != "" && dirty {
-				rev += "-dirty"
-			}
-		}
-	}
-	if ver == "" {
-		ver = "(devel)"
-	}
-	if rev == "" {
-		rev = "unknown"
-	}
-	return ver, rev, goVersion
+	in := buildinfo.Get()
+	return in.Version, in.Commit, in.GoVersion
 }
 
-// versionLine is what --version prints.
+// versionLine is what --version prints, and what the operator logs at
+// start: version, commit, build date and Go version.
 func versionLine() string {
-	ver, rev, goVersion := buildInfo()
-	return fmt.Sprintf("prometheus-jmx-exporter-operator %s (commit %s, %s)", ver, rev, goVersion)
+	return buildinfo.Get().Line("prometheus-jmx-exporter-operator")
 }
 
 // newBuildInfo is the handlerkit_operator_build_info gauge: always 1, with

@@ -35,7 +35,7 @@ func TestBuildTheLocalOverlay(t *testing.T) {
 		t.Errorf("binding subject %v", subjects[0])
 	}
 	containers, _, _ := unstructured.NestedSlice(kinds["Deployment"].Object, "spec", "template", "spec", "containers")
-	if img := containers[0].(map[string]any)["image"]; img != "ghcr.io/handlerkit/jmx-agent:v0.1.0" {
+	if img := containers[0].(map[string]any)["image"]; img != "ghcr.io/handlerkit/jmx-agent:v0.2.0" {
 		t.Errorf("image %v", img)
 	}
 }

@@ -23,7 +23,7 @@ import (
 // runtime configuration a container started from it gets.
 type Spec struct {
 	// Ref is the image reference, for example
-	// "ghcr.io/handlerkit/jmx-agent:v0.1.0". It must carry a tag so that the
+	// "ghcr.io/handlerkit/jmx-agent:v0.2.0". It must carry a tag so that the
 	// kubelet finds it by name with imagePullPolicy: Never.
 	Ref string
 	// Layers are applied in order; later layers win.

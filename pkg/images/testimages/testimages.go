@@ -40,7 +40,7 @@ const (
 	// EchoRef is the small Go HTTP server image.
 	EchoRef = "localhost/handlerkit/echo:v1"
 	// AgentRef is the jmx agent image, the CRD's default agent image.
-	AgentRef = "ghcr.io/handlerkit/jmx-agent:v0.1.0"
+	AgentRef = "ghcr.io/handlerkit/jmx-agent:v0.2.0"
 	// JVMAppRef is the Debian-based JVM application image.
 	JVMAppRef = "localhost/handlerkit/jvm-app:v1"
 	// ShelllessJVMRef is the JVM application image without a shell.

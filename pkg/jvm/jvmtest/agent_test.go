@@ -313,7 +313,7 @@ func TestAgentServesJmxExporterFormat(t *testing.T) {
 				"\njvm_memory_used_bytes{area=\"heap\"} ",            // instrumentation-jvm, as jmx_exporter's agent
 				"\njvm_threads_current ",
 				"\njmx_scrape_error 0.0",
-				"jmx_exporter_build_info{name=\"handlerkit-jmx-agent\",version=\"0.1.0\"} 1",
+				"jmx_exporter_build_info{name=\"handlerkit-jmx-agent\",version=\"0.2.0\"} 1",
 			} {
 				if !strings.Contains(body, want) {
 					t.Errorf("/metrics lacks %q", want)

@@ -372,9 +372,9 @@ func TestPrometheusRuleEmbedsTheRulesFile(t *testing.T) {
 // running it).
 func TestMirroredImageIsTheAgentImage(t *testing.T) {
 	for vals, want := range map[string]string{
-		"": "ghcr.io/handlerkit/jmx-agent:v0.1.0",
+		"": "ghcr.io/handlerkit/jmx-agent:v0.2.0",
 		"image: {repository: localhost/handlerkit/jmx-agent-mirror, tag: v1}\n":                                           "localhost/handlerkit/jmx-agent-mirror:v1",
-		"image: {registry: localhost/, repository: handlerkit/jmx-agent-mirror}\n":                                        "localhost/handlerkit/jmx-agent-mirror:v0.1.0",
+		"image: {registry: localhost/, repository: handlerkit/jmx-agent-mirror}\n":                                        "localhost/handlerkit/jmx-agent-mirror:v0.2.0",
 		"image: {repository: localhost/handlerkit/jmx-agent-mirror, digest: 'sha256:" + strings.Repeat("ab", 32) + "'}\n": "localhost/handlerkit/jmx-agent-mirror@sha256:" + strings.Repeat("ab", 32),
 	} {
 		objs := render(t, vals)

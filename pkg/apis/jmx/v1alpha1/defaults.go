@@ -8,7 +8,7 @@ package v1alpha1
 const (
 	// DefaultAgentImage is the image that carries the agent jar and the
 	// attach helper when spec.agent.image is empty.
-	DefaultAgentImage = "ghcr.io/handlerkit/jmx-agent:v0.1.0"
+	DefaultAgentImage = "ghcr.io/handlerkit/jmx-agent:v0.2.0"
 
 	// DefaultAttachHelperPath is where the attach helper lives in
 	// DefaultAgentImage.

@@ -25,7 +25,7 @@ func TestDefaultedFillsEveryUnsetField(t *testing.T) {
 		t.Errorf("configMapKey = %q, want config.yaml", got.Config.ConfigMapKey)
 	}
 	want := jmxv1alpha1.Agent{
-		Image:            "ghcr.io/handlerkit/jmx-agent:v0.1.0",
+		Image:            "ghcr.io/handlerkit/jmx-agent:v0.2.0",
 		Path:             "/opt/handlerkit/jmx-agent.jar",
 		AttachHelperPath: "/usr/local/bin/jmx-attach",
 	}

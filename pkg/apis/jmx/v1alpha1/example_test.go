@@ -23,6 +23,6 @@ func ExamplePrometheusJmxExporterSpec_Defaulted() {
 	fmt.Println(spec.Config == nil)
 	// Output:
 	// 9404 EphemeralContainer
-	// ghcr.io/handlerkit/jmx-agent:v0.1.0
+	// ghcr.io/handlerkit/jmx-agent:v0.2.0
 	// true
 }

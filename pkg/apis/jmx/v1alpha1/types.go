@@ -300,7 +300,7 @@ type Agent struct {
 	// Image carries the agent jar and the attach helper. It must be the
 	// operator's agent image (its own image, read from its pod, unless it
 	// was started with --agent-image; DefaultAgentImage,
-	// ghcr.io/handlerkit/jmx-agent:v0.1.0, outside a cluster) or one of its
+	// ghcr.io/handlerkit/jmx-agent:v0.2.0, outside a cluster) or one of its
 	// --allowed-agent-images, compared as exact
 	// references; any other image is refused with Degraded=True, reason
 	// AgentImageNotAllowed, and no container is added to any pod.

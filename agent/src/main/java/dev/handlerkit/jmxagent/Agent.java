@@ -40,7 +40,7 @@ import org.yaml.snakeyaml.constructor.SafeConstructor;
 public final class Agent {
 
     /** Agent version. */
-    static final String VERSION = "0.1.0";
+    static final String VERSION = "0.2.0";
 
     /** The jmx_exporter collector whose semantics the agent follows. */
     static final String COLLECTOR_VERSION = "1.6.0";
