@@ -351,3 +351,26 @@ func TestMetricsMdListsEverySeries(t *testing.T) {
 		}
 	}
 }
+
+// TestTheReadmeServesItsThreeAudiences: README.md is under 150 lines, and
+// its first 60 say what the project is, how to try it (make demo), how to
+// install it (Helm and kustomize), the framework in a few lines, and how to
+// test it (make test); the test machinery's accounting is in
+// docs/development.md.
+func TestTheReadmeServesItsThreeAudiences(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) >= 150 {
+		t.Errorf("README.md has %d lines, want under 150", len(lines))
+	}
+	first := strings.Join(lines[:min(60, len(lines))], "\n")
+	for _, want := range []string{"PrometheusJmxExporter operator", "framework", "make demo", "helm install ",
+		"kubectl apply -k ", "sdk.Watch(", "sdk.Handle(", "sdk.Run(", "make test"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("README.md's first 60 lines lack %q", want)
+		}
+	}
+}
