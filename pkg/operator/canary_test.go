@@ -265,3 +265,32 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// TestALandedChangeIsProvenWithNothingElseToDo: the canary's load is the
+// only job of its exporter; once it has run for the breaker window, the
+// change must be written proven (status.proven) without any other event to
+// wake the exporter: a proven change is what lets the other pods, and the
+// pods being created at start, have the agent. Before, the look that wrote
+// it came only with the next event or resync (here an hour away).
+func TestALandedChangeIsProvenWithNothingElseToDo(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3*time.Minute)
+	ns := c.namespace(t, "canary-proven")
+	labels := map[string]string{"app": "orders"}
+	c.createJVMPod(t, ns, "a", labels, "containerd://a1")
+	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
+	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) { return loaded(r, ""), nil })
+	const window = 15 * time.Second
+	c.runOperator(t, ns, operator.Options{Resync: time.Hour, BreakerWindow: window,
+		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}})
+	c.createExporter(t, ns, "orders", labels)
+	waitUntil(t, 30*time.Second, "pod a loaded", func() (bool, string) {
+		rec := c.record(t, ns, "a")
+		return len(rec.JVMs) == 1, fmt.Sprintf("%+v", rec)
+	})
+	waitUntil(t, window+20*time.Second, "status.proven once the load ran for the window", func() (bool, string) {
+		ex := c.exporter(t, ns, "orders")
+		pr := ex.Status.Proven
+		return pr != nil && pr.Generation == ex.Generation, fmt.Sprintf("%+v", pr)
+	})
+}

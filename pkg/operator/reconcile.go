@@ -686,6 +686,12 @@ func (r *Reconciler) gate(exporter string, p *plan) {
 		return
 	}
 	p.attachTrying = r.attachTrying(exporter, p)
+	if !p.landedAt.IsZero() {
+		// The look that finds the load run for the window writes
+		// status.proven (and drops the attach claim): it must come even
+		// when nothing else is left to do.
+		p.retryIn = minPositive(p.retryIn, max(time.Until(p.landedAt.Add(r.opts.BreakerWindow))+time.Second, time.Second))
+	}
 	if len(p.jobs) == 0 {
 		return
 	}
