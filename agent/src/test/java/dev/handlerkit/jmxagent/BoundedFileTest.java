@@ -29,6 +29,17 @@ public class BoundedFileTest {
             Files.write(f, new byte[] {1, 2, 3});
             assertArrayEquals(new byte[] {1, 2, 3}, BoundedFile.read(f, 3, "keyStore"));
             refused(f, 2, "is 3 bytes, more than the 2 allowed");
+            // A Secret or ConfigMap volume's file is a chain of symbolic links to a regular file: read.
+            Path link = f.resolveSibling(f.getFileName() + ".link");
+            Path link2 = f.resolveSibling(f.getFileName() + ".link2");
+            Files.createSymbolicLink(link, f);
+            Files.createSymbolicLink(link2, link);
+            try {
+                assertArrayEquals(new byte[] {1, 2, 3}, BoundedFile.read(link2, 3, "keyStore"));
+            } finally {
+                Files.delete(link2);
+                Files.delete(link);
+            }
         } finally {
             Files.delete(f);
         }
