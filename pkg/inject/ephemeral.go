@@ -83,6 +83,9 @@ func (s *EphemeralContainer) Name() string { return "EphemeralContainer" }
 
 // Inject implements Strategy.
 func (s *EphemeralContainer) Inject(ctx context.Context, t Target, r Request) (Outcome, error) {
+	if _, err := AgentHost(t.Pod); err != nil {
+		return Outcome{}, err
+	}
 	args := append([]string{r.AttachHelperPath, "inject"}, injectArgs(t, r, true)...)
 	args = append(args, "--agent", r.AgentPath, "--config-env", ConfigEnv)
 	return s.run(ctx, t, r, InjectContainerPrefix(t.Container, t.ContainerID), args)

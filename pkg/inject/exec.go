@@ -55,6 +55,9 @@ func (s *Exec) Name() string { return "Exec" }
 
 // Inject implements Strategy.
 func (s *Exec) Inject(ctx context.Context, t Target, r Request) (Outcome, error) {
+	if _, err := AgentHost(t.Pod); err != nil {
+		return Outcome{}, err
+	}
 	if _, err := EncodeConfig(r.Config); err != nil {
 		return Outcome{Refused: ReasonConfigTooLarge, Detail: err.Error()}, nil
 	}

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -185,12 +186,37 @@ type Strategy interface {
 	Reconfigure(ctx context.Context, t Target, r Request) (Outcome, error)
 }
 
+// AgentHost is the address the agent binds in pod: "" (every address of
+// the pod's own network namespace) for a pod with its own network, and the
+// pod's IP for a pod that uses the host's network, whose namespace is the
+// node's: an agent that bound every address there would serve the node's
+// loopback and every interface of the node. For such a pod the kubelet
+// reports the node's IP as the pod's, which is also what Prometheus scrapes.
+// A hostNetwork pod without an IP yet is an error: the caller retries later
+// rather than bind every address.
+func AgentHost(pod *corev1.Pod) (string, error) {
+	if pod == nil || !pod.Spec.HostNetwork {
+		return "", nil
+	}
+	ip := net.ParseIP(pod.Status.PodIP)
+	if ip == nil {
+		return "", fmt.Errorf("pod %s/%s uses the host's network and has no IP yet (status.podIP %q): its agent binds the pod's IP, not every address of the node",
+			pod.Namespace, pod.Name, pod.Status.PodIP)
+	}
+	return ip.String(), nil
+}
+
 // injectArgs are jmx-attach's arguments after the command name, except where
 // the agent and config come from. --container-id limits jmx-attach to the
 // target container's processes, whatever else shares its PID namespace.
+// --host binds a hostNetwork pod's agent to the pod's IP (AgentHost; the
+// strategies check its error first).
 func injectArgs(t Target, r Request, termLog bool) []string {
 	args := []string{"--all", "--port", strconv.Itoa(int(r.Port)), "--json", "--min-age", "0",
 		"--wait", r.Wait.String(), "--container-id", t.ContainerID}
+	if host, err := AgentHost(t.Pod); err == nil && host != "" {
+		args = append(args, "--host", host)
+	}
 	for _, p := range r.JVMs {
 		args = append(args, "--jvm", p)
 	}

@@ -87,4 +87,26 @@ func TestMutatedPodsPassTheAPIServersValidation(t *testing.T) {
 			})
 		}
 	}
+	// A pod on the host's network: the downward-API variable that names the pod's IP, before the user's
+	// JAVA_TOOL_OPTIONS, is valid.
+	t.Run("hostNetwork", func(t *testing.T) {
+		pod := newPod(withUserOptions)
+		pod.Spec.HostNetwork = true
+		mutated, res := mutate(t, pod, testInput())
+		if len(res.Injected) != 1 {
+			t.Fatalf("injected = %+v, notes %q", res.Injected, res.Notes)
+		}
+		mutated.Namespace = plain
+		created, err := cs.CoreV1().Pods(plain).Create(ctx, mutated, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("the API server refused the mutated pod: %v", err)
+		}
+		t.Cleanup(func() {
+			_ = cs.CoreV1().Pods(plain).Delete(context.Background(), created.Name, metav1.DeleteOptions{})
+		})
+		if e := created.Spec.Containers[0].Env; len(e) < 2 || e[0].Name != HostEnv || e[0].ValueFrom == nil ||
+			e[0].ValueFrom.FieldRef.FieldPath != "status.podIP" || e[1].Name != JavaToolOptions {
+			t.Errorf("stored env = %+v", e)
+		}
+	})
 }

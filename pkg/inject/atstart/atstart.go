@@ -50,6 +50,11 @@ const (
 	// ConfigEnv is the container environment variable that holds the exporter config (EncodeConfig's form); the
 	// agent argument names it as "env:HANDLERKIT_JMX_CONFIG" in place of a config file.
 	ConfigEnv = "HANDLERKIT_JMX_CONFIG"
+	// HostEnv is the container environment variable that holds the pod's IP (a downward-API fieldRef to
+	// status.podIP) in a pod that uses the host's network: the agent argument names it as "[$(HANDLERKIT_JMX_HOST)]",
+	// which the kubelet expands from a variable defined earlier in the list, so that the agent binds the pod's
+	// IP (the node's) rather than every address of the node.
+	HostEnv = "HANDLERKIT_JMX_HOST"
 	// JavaToolOptions is the variable every HotSpot and OpenJ9 JVM reads its extra options from at start.
 	JavaToolOptions = "JAVA_TOOL_OPTIONS"
 	// InitContainerName is the name of the init container of DeliveryInitContainer.
@@ -279,9 +284,22 @@ func check(in Input) (checked, error) {
 	return c, nil
 }
 
-// AgentOption returns the option Mutate appends to JAVA_TOOL_OPTIONS for an agent jar at jar serving port.
+// AgentOption returns the option Mutate appends to JAVA_TOOL_OPTIONS for an agent jar at jar serving port on
+// every address of the pod's own network namespace.
 func AgentOption(jar string, port int32) string {
 	return "-javaagent:" + jar + "=" + strconv.Itoa(int(port)) + ":env:" + ConfigEnv
+}
+
+// HostNetworkAgentOption is AgentOption for a pod that uses the host's network: the agent binds the address in
+// HostEnv, in brackets so that an IPv6 address parses too (the agent's argument takes "[host]:port:config").
+func HostNetworkAgentOption(jar string, port int32) string {
+	return "-javaagent:" + jar + "=[$(" + HostEnv + ")]:" + strconv.Itoa(int(port)) + ":env:" + ConfigEnv
+}
+
+// hostEnvVar is the HostEnv variable: the pod's IP from the downward API.
+func hostEnvVar() corev1.EnvVar {
+	return corev1.EnvVar{Name: HostEnv, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}
 }
 
 // Mutate returns the patch that gives pod the agent at its JVMs' start, as a mutating admission webhook answers
@@ -381,7 +399,8 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 		return res, nil
 	}
 	if pod.Spec.HostNetwork {
-		note("the pod uses the host's network: its agents' ports are the node's, and another pod on the node may hold them")
+		note("the pod uses the host's network: its agents bind the pod's IP (the node's, from %s) rather than every "+
+			"address of the node; their ports are the node's, and another pod on the node may hold them", HostEnv)
 	}
 
 	rec := Record{Exporter: c.Exporter, Port: c.Port, Ports: map[string]int32{}, ConfigHash: ConfigHash(c.Config), Delivery: c.Delivery,
@@ -431,6 +450,9 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 			add(base+"/volumeMounts/-", mount)
 		}
 		opt := AgentOption(c.jar, t.port)
+		if pod.Spec.HostNetwork {
+			opt = HostNetworkAgentOption(c.jar, t.port)
+		}
 		var env []corev1.EnvVar
 		if i := lastEnv(ct.Env, JavaToolOptions); i >= 0 {
 			// The user's options first: both apply, and for a flag given twice the JVM takes the last, so the
@@ -440,7 +462,14 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 				v += " "
 			}
 			add(base+"/env/"+strconv.Itoa(i)+"/value", v+opt)
+			if pod.Spec.HostNetwork {
+				// Before JAVA_TOOL_OPTIONS: the kubelet expands $(VAR) only from variables defined earlier.
+				add(base+"/env/"+strconv.Itoa(i), hostEnvVar())
+			}
 		} else {
+			if pod.Spec.HostNetwork {
+				env = append(env, hostEnvVar())
+			}
 			// The image's own options, if any, first, as for the user's.
 			env = append(env, corev1.EnvVar{Name: JavaToolOptions, Value: c.imageOptions(ct.Name) + opt})
 		}
@@ -583,6 +612,9 @@ func unsafeContainer(ct *corev1.Container) string {
 	}
 	if lastEnv(ct.Env, ConfigEnv) >= 0 {
 		return "already defines " + ConfigEnv
+	}
+	if lastEnv(ct.Env, HostEnv) >= 0 {
+		return "already defines " + HostEnv
 	}
 	for _, m := range ct.VolumeMounts {
 		if m.Name == VolumeName || path.Clean(m.MountPath) == MountPath {

@@ -8,7 +8,6 @@ import io.prometheus.metrics.instrumentation.jvm.JvmMetrics;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.File;
 import java.io.IOException;
-import java.io.InputStream;
 import java.lang.instrument.Instrumentation;
 import java.lang.management.ManagementFactory;
 import java.net.BindException;
@@ -20,7 +19,6 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HashMap;
 import java.util.Map;
-import java.util.Objects;
 import org.yaml.snakeyaml.LoaderOptions;
 import org.yaml.snakeyaml.Yaml;
 import org.yaml.snakeyaml.constructor.SafeConstructor;
@@ -55,8 +53,14 @@ public final class Agent {
     /** System property set while the agent serves in this JVM, for loads through another class loader. */
     static final String SERVING_PROPERTY = "dev.handlerkit.jmxagent.serving";
 
-    /** Largest config file read. */
+    /** Largest config file read (4 MiB). */
     static final int MAX_CONFIG_BYTES = 4 << 20;
+
+    /**
+     * Largest size of the config outside httpServer, as a tree expanded through its YAML aliases: nodes plus the
+     * characters of strings (16 Mi, four times the largest file; a config without aliases is about its own size).
+     */
+    static final long MAX_EXPANDED_SIZE = 16L << 20;
 
     static final String CONFIG_INVALID = "config-invalid";
     static final String AGENT_ALREADY_PRESENT = "agent-already-present";
@@ -342,32 +346,27 @@ public final class Agent {
     /** Returns the lower-case hex SHA-256 of data. */
     static String sha256(byte[] data) {
         try {
-            byte[] d = MessageDigest.getInstance("SHA-256").digest(data);
-            StringBuilder b = new StringBuilder(64);
-            for (byte x : d) {
-                b.append(Character.forDigit((x >> 4) & 0xf, 16)).append(Character.forDigit(x & 0xf, 16));
-            }
-            return b.toString();
+            return hex(MessageDigest.getInstance("SHA-256").digest(data));
         } catch (NoSuchAlgorithmException e) {
             throw new IllegalStateException(e);
         }
     }
 
-    /** Reads at most MAX_CONFIG_BYTES of the config file. */
-    static byte[] read(Path config) throws IOException {
-        try (InputStream in = Files.newInputStream(config)) {
-            byte[] buf = new byte[8192];
-            java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
-            int n;
-            while ((n = in.read(buf)) > 0) {
-                out.write(buf, 0, n);
-                if (out.size() > MAX_CONFIG_BYTES) {
-                    throw new ConfigException("config file " + config + " is larger than " + MAX_CONFIG_BYTES
-                            + " bytes");
-                }
-            }
-            return out.toByteArray();
+    /** Returns the lower-case hex of d. */
+    static String hex(byte[] d) {
+        StringBuilder b = new StringBuilder(d.length * 2);
+        for (byte x : d) {
+            b.append(Character.forDigit((x >> 4) & 0xf, 16)).append(Character.forDigit(x & 0xf, 16));
         }
+        return b.toString();
+    }
+
+    /**
+     * Reads the config file: a regular file of at most MAX_CONFIG_BYTES, refused unopened otherwise
+     * ({@link BoundedFile}), so that a FIFO or a device named as the config never blocks the start or the reloader.
+     */
+    static byte[] read(Path config) throws IOException {
+        return BoundedFile.read(config, MAX_CONFIG_BYTES, "config file");
     }
 
     /**
@@ -522,6 +521,7 @@ public final class Agent {
                 throw new Failure(sha, "the config must be a YAML map, not " + doc.getClass().getSimpleName(), null);
             }
             Map<?, ?> root = (Map<?, ?>) doc;
+            checkExpandedSize(root, sha);
             JmxCollector collector;
             try {
                 collector = new JmxCollector(config.toFile(), JmxCollector.Mode.AGENT);
@@ -566,6 +566,37 @@ public final class Agent {
         }
 
         /**
+         * Refuses a config whose sections other than httpServer, expanded through their YAML aliases, are larger
+         * than MAX_EXPANDED_SIZE: the collector reads them (its own parse of the same text) and walks what it reads
+         * as a tree, so that a few aliases under rules would have it build 10^8 rules, for hours, in premain or in
+         * a reload. The httpServer section is the agent's alone, read by key and compared by digest
+         * ({@link YamlGraph}), so it is not counted.
+         */
+        private static void checkExpandedSize(Map<?, ?> root, String sha) {
+            if (root == null) {
+                return;
+            }
+            long n = 1;
+            try {
+                for (Map.Entry<?, ?> e : root.entrySet()) {
+                    if ("httpServer".equals(e.getKey())) {
+                        continue;
+                    }
+                    n += YamlGraph.expandedSize(e.getKey(), MAX_EXPANDED_SIZE)
+                            + YamlGraph.expandedSize(e.getValue(), MAX_EXPANDED_SIZE);
+                    if (n > MAX_EXPANDED_SIZE) {
+                        throw new Failure(sha, "the config expands to more than " + MAX_EXPANDED_SIZE + " nodes and"
+                                + " characters through its YAML aliases; the collector would walk every one", null);
+                    }
+                }
+            } catch (Failure f) {
+                throw f;
+            } catch (ConfigException e) {
+                throw new Failure(sha, e.getMessage(), e);
+            }
+        }
+
+        /**
          * Decodes a YAML document strictly: UTF-16 with a byte order mark, else UTF-8 (a byte order mark
          * allowed). Bytes that are not valid in the encoding are an error, where a lenient decoder would turn them
          * into replacement characters inside patterns and names.
@@ -597,7 +628,7 @@ public final class Agent {
         /** Reports whether a reload from this config to next needs a restart of the JVM to take full effect. */
         String restartRequired(Compiled next) {
             StringBuilder b = new StringBuilder();
-            if (!Objects.equals(http.section, next.http.section)) {
+            if (!http.sectionDigest.equals(next.http.sectionDigest)) {
                 b.append("the httpServer section changed; it takes effect at the JVM's next start");
             }
             if (excludeJvmMetrics != next.excludeJvmMetrics) {

@@ -5,11 +5,11 @@ import com.sun.net.httpserver.BasicAuthenticator;
 import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsParameters;
 import io.prometheus.jmx.variable.VariableResolver;
+import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.security.GeneralSecurityException;
 import java.security.KeyStore;
@@ -57,6 +57,18 @@ final class HttpServerConfig {
         PBKDF2_ITERATIONS.put("PBKDF2WithHmacSHA512", 210000);
     }
 
+    /** Largest key or trust store read (4 MiB): a bigger file is refused unread. */
+    static final int MAX_STORE_BYTES = 4 << 20;
+
+    /**
+     * Most PBKDF2 iterations accepted: above every default here (1,300,000 for PBKDF2WithHmacSHA1), and a bound on
+     * what one request with a wrong password costs the application's CPU.
+     */
+    static final int MAX_PBKDF2_ITERATIONS = 2000000;
+
+    /** Longest PBKDF2 hash accepted, in bits: each block of the hash's length costs all the iterations again. */
+    static final int MAX_PBKDF2_KEY_BITS = 1024;
+
     /** Path of the metrics endpoint; default /metrics. */
     String metricsPath = "/metrics";
 
@@ -77,8 +89,11 @@ final class HttpServerConfig {
     String[] protocols;
     String[] ciphers;
 
-    /** The section as parsed from YAML (null when absent), to tell whether a reload changed it. */
-    Object section;
+    /**
+     * The digest of the section as parsed from YAML ({@link YamlGraph#digest}), to tell whether a reload changed
+     * it. The parsed section itself is not kept: its aliases may make it a tree far too big to compare or print.
+     */
+    String sectionDigest;
 
     private HttpServerConfig() {}
 
@@ -92,10 +107,12 @@ final class HttpServerConfig {
     static HttpServerConfig parse(Map<?, ?> root) {
         HttpServerConfig c = new HttpServerConfig();
         if (root == null || !root.containsKey("httpServer")) {
+            c.sectionDigest = YamlGraph.digest(null);
             return c;
         }
-        c.section = root.get("httpServer");
-        Map<?, ?> http = map(c.section, "/httpServer must be a map");
+        Object section = root.get("httpServer");
+        c.sectionDigest = YamlGraph.digest(section);
+        Map<?, ?> http = map(section, "/httpServer must be a map");
         if (http.containsKey("metrics") && http.get("metrics") instanceof Map) {
             Map<?, ?> metrics = (Map<?, ?>) http.get("metrics");
             if (!metrics.containsKey("path")) {
@@ -181,8 +198,17 @@ final class HttpServerConfig {
         int keyLength = basic.containsKey("keyLength")
                 ? integer(basic, "keyLength", "/httpServer/authentication/basic/keyLength", 1, "must be greater than 0")
                 : 128;
+        if (iterations > MAX_PBKDF2_ITERATIONS) {
+            throw new ConfigException("Invalid configuration for /httpServer/authentication/basic/iterations must be at"
+                    + " most " + MAX_PBKDF2_ITERATIONS + " (the agent's cap: every request with a wrong password costs"
+                    + " them), not " + iterations);
+        }
         // keyLength counts bits; jmx_exporter before 1.5 counted bytes, and both readings are accepted.
         int bits = want.length * 8;
+        if (bits > MAX_PBKDF2_KEY_BITS || keyLength > MAX_PBKDF2_KEY_BITS) {
+            throw new ConfigException("Invalid configuration for /httpServer/authentication/basic/keyLength must be at"
+                    + " most " + MAX_PBKDF2_KEY_BITS + " bits, as must the passwordHash (" + bits + " bits)");
+        }
         if (bits != keyLength && want.length != keyLength) {
             throw new ConfigException(String.format(
                     "PBKDF2 passwordHash length (%d bytes / %d bits) does not match configured keyLength (%d bits)",
@@ -316,7 +342,16 @@ final class HttpServerConfig {
             throw new ConfigException("Exception loading SSL configuration, unsupported " + what + " type [" + type
                     + "]");
         }
-        try (InputStream in = Files.newInputStream(Paths.get(file))) {
+        byte[] bytes;
+        try {
+            bytes = BoundedFile.read(Paths.get(file), MAX_STORE_BYTES, what);
+        } catch (ConfigException e) {
+            throw new ConfigException("Exception loading SSL configuration, " + e.getMessage(), e);
+        } catch (IOException e) {
+            throw new ConfigException("Exception loading SSL configuration, cannot read " + what + " [" + file
+                    + "]: " + e, e);
+        }
+        try (InputStream in = new ByteArrayInputStream(bytes)) {
             ks.load(in, password.toCharArray());
         } catch (IOException e) {
             throw new ConfigException("Exception loading SSL configuration, cannot load " + what + " [" + file
@@ -378,10 +413,22 @@ final class HttpServerConfig {
         return (Map<?, ?>) value;
     }
 
+    /**
+     * Refuses a map or a list where a scalar is wanted, before anything calls its toString: through YAML aliases
+     * it may stand for a tree of 10^8 nodes.
+     */
+    private static Object scalar(Object value, String key, String kind) {
+        if (value instanceof Map || value instanceof java.util.Collection || value instanceof byte[]) {
+            throw new ConfigException("Invalid configuration for " + key + " must be " + kind);
+        }
+        return value;
+    }
+
     private static String nonBlank(Object value, String key) {
         if (value == null) {
             throw new ConfigException("Invalid configuration for " + key + " must be a string");
         }
+        scalar(value, key, "a string");
         String s = value.toString();
         if (s.trim().isEmpty()) {
             throw new ConfigException("Invalid configuration for " + key + " must not be blank");
@@ -393,7 +440,7 @@ final class HttpServerConfig {
         if (!m.containsKey(name)) {
             throw new ConfigException(key + " is a required integer");
         }
-        Object v = m.get(name);
+        Object v = scalar(m.get(name), key, "an integer");
         int i;
         try {
             i = Integer.parseInt(String.valueOf(v));
@@ -407,6 +454,7 @@ final class HttpServerConfig {
     }
 
     private static boolean bool(Object v, String key) {
+        scalar(v, key, "a boolean");
         if (v instanceof Boolean) {
             return (Boolean) v;
         }

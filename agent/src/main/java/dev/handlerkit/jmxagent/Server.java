@@ -54,7 +54,7 @@ final class Server {
     /** The status last written; guarded by this. */
     Status status;
 
-    /** SHA-256 of the config bytes last tried by a start or a reload. */
+    /** SHA-256 of the config bytes last tried by a start or a reload, or the refusal of a file not read. */
     private String lastTried;
 
     private Server(AgentArgs args, Path dir, HttpServer http, SwappableCollector collector, Agent.Compiled c) {
@@ -227,6 +227,17 @@ final class Server {
         byte[] bytes;
         try {
             bytes = Agent.read(config);
+        } catch (ConfigException e) {
+            // Not a regular file, or too large: refused unopened, and reported once.
+            String key = "refused: " + e.getMessage();
+            if (!key.equals(lastTried)) {
+                Status.Reload r = new Status.Reload();
+                r.configSHA256 = "";
+                r.ok = false;
+                r.message = e.getMessage();
+                record(r, null, key);
+            }
+            return;
         } catch (Throwable t) {
             // A missing or unreadable file (being replaced) keeps the config in force.
             return;
@@ -250,8 +261,13 @@ final class Server {
             r.ok = false;
             r.message = Agent.describe(t);
         }
+        record(r, next, r.configSHA256);
+    }
+
+    /** Records a reload attempt in the status and applies next when it is not null; tried names the attempt. */
+    private void record(Status.Reload r, Agent.Compiled next, String tried) {
         synchronized (this) {
-            lastTried = r.configSHA256;
+            lastTried = tried;
             Status st = status.copy();
             st.reload = r;
             if (next != null) {
