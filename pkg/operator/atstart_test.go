@@ -467,10 +467,12 @@ func TestRestartOnRefusalRespectsPodDisruptionBudgets(t *testing.T) {
 		}
 		return false, "no EvictionRefused Event"
 	})
-	ready := *findCond(c.exporter(t, ns, "orders"), jmxv1alpha1.ConditionReady)
-	if ready.Reason != jmxv1alpha1.ReasonAttachRefused || !strings.Contains(ready.Message, "the eviction of pod a was refused") {
-		t.Errorf("Ready %s: %q, want AttachRefused naming the refused eviction", ready.Reason, ready.Message)
-	}
+	// Ready's message is written at the status' pace (operator.StatusDelay).
+	waitUntil(t, 2*operator.StatusDelay, "Ready AttachRefused naming the refused eviction", func() (bool, string) {
+		ready := *findCond(c.exporter(t, ns, "orders"), jmxv1alpha1.ConditionReady)
+		return ready.Reason == jmxv1alpha1.ReasonAttachRefused && strings.Contains(ready.Message, "the eviction of pod a was refused"),
+			fmt.Sprintf("Ready %s: %q", ready.Reason, ready.Message)
+	})
 	if _, err := c.kube.CoreV1().Pods(ns).Get(c.ctx, "a", metav1.GetOptions{}); err != nil {
 		t.Fatalf("pod a is gone although its budget allows no disruption: %v", err)
 	}

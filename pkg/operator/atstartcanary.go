@@ -174,11 +174,32 @@ func (r *Reconciler) claimForAttach(ctx context.Context, ex *jmxv1alpha1.Prometh
 func (r *Reconciler) releaseAttachClaim(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
 	released := ex.DeepCopy()
 	released.Status.AtStartCanary = nil
-	if err := action.For(r.op).UpdateStatus(ctx, released); err != nil {
-		r.op.Logger().Infof("operator: %s/%s: cannot drop the claim of the ended try by live attach yet: %v", ex.Namespace, ex.Name, err)
+	err := action.For(r.op).UpdateStatus(ctx, released)
+	if err == nil {
+		ex.ResourceVersion = released.ResourceVersion
+		ex.Status.AtStartCanary = nil
+		p.attachClaim = nil
 		return
 	}
-	ex.ResourceVersion = released.ResourceVersion
-	ex.Status.AtStartCanary = nil
-	p.attachClaim = nil
+	if apierrors.IsConflict(err) {
+		// The cache has not caught up with a write of the leader's own:
+		// drop the claim from the exporter as stored, and leave ex stale,
+		// so that this look's other writes (an eviction's state, the
+		// status) meet a conflict and the next look, on the stored
+		// exporter, does them.
+		fresh := &jmxv1alpha1.PrometheusJmxExporter{}
+		fresh.Namespace, fresh.Name = ex.Namespace, ex.Name
+		if err = r.read.Get(ctx, fresh, query.Live()); err == nil {
+			if c := fresh.Status.AtStartCanary; c == nil || c.AttachedPod == "" {
+				p.attachClaim = nil // dropped already, or a pod at start claimed it
+				return
+			}
+			fresh.Status.AtStartCanary = nil
+			if err = action.For(r.op).UpdateStatus(ctx, fresh); err == nil {
+				p.attachClaim = nil
+				return
+			}
+		}
+	}
+	r.op.Logger().Infof("operator: %s/%s: cannot drop the claim of the ended try by live attach yet: %v", ex.Namespace, ex.Name, err)
 }
