@@ -157,17 +157,23 @@ func (s *exporterSelectors) await(ctx context.Context, list exporterLister, ns s
 			if err == nil {
 				st.refs = next // the exporters not seen are deleted
 			}
-			s.mu.Unlock()
+			// Done before the lock is let go: a caller that finds l
+			// neither next nor under way finds it done.
 			l.refs, l.err = refs, err
 			close(l.done)
+			s.mu.Unlock()
 			return refs, err
 		}
-		running := st.running // not nil: l waits for it, or is it
+		// l waits for the list under way, or is it, or is done.
+		wake := l.done
+		if st.running != nil {
+			wake = st.running.done
+		}
 		s.mu.Unlock()
 		select {
 		case <-l.done:
 			return l.refs, l.err
-		case <-running.done:
+		case <-wake:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -274,6 +274,32 @@ func testBurst(t *testing.T, leads bool) {
 		}
 	}
 
+	if leads {
+		// The leader has looked at every exporter (its status written), so
+		// that the burst meets a leader at work on pods, not one still
+		// busy with 300 exporters it has just been given.
+		for {
+			list, err := jmx.JmxV1alpha1().PrometheusJmxExporters(l.served).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			looked := 0
+			for _, e := range list.Items {
+				if e.Status.ObservedGeneration == e.Generation {
+					looked++
+				}
+			}
+			if looked == len(list.Items) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the leader looked at %d of %d exporters", looked, len(list.Items))
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+
 	// The burst: pod i is created at i*burstWindow/burstPods, each in its
 	// own goroutine, so that creations overlap as their admissions take.
 	var (
