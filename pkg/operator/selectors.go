@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,9 +97,12 @@ type namespaceSelectors struct {
 // selectorListing is one list of a namespace's exporters, shared by the
 // callers that wait for it.
 type selectorListing struct {
-	done chan struct{} // closed once refs and err are set
+	done chan struct{} // closed once refs, err and abandoned are set
 	refs []*selectorRef
 	err  error
+	// abandoned is set when the list failed because the context of the
+	// caller that made it ended: the others ask again.
+	abandoned bool
 }
 
 // exporterLister lists namespace ns's exporters of which changed, told
@@ -133,7 +135,7 @@ func (s *exporterSelectors) from(ctx context.Context, ns string, list exporterLi
 		}
 		s.mu.Unlock()
 		refs, err := s.await(ctx, list, ns, st, l)
-		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		if err != nil && ctx.Err() == nil && l.abandoned && isDone(l) {
 			// The caller that made the list gave up (its own deadline):
 			// this one has time left, and asks again.
 			continue
@@ -159,7 +161,7 @@ func (s *exporterSelectors) await(ctx context.Context, list exporterLister, ns s
 			}
 			// Done before the lock is let go: a caller that finds l
 			// neither next nor under way finds it done.
-			l.refs, l.err = refs, err
+			l.refs, l.err, l.abandoned = refs, err, err != nil && ctx.Err() != nil
 			close(l.done)
 			s.mu.Unlock()
 			return refs, err
@@ -177,6 +179,16 @@ func (s *exporterSelectors) await(ctx context.Context, list exporterLister, ns s
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// isDone says whether l's result is set.
+func isDone(l *selectorListing) bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
 	}
 }
 
