@@ -334,7 +334,8 @@ func testBurst(t *testing.T, leads bool) {
 		})
 	}
 	wg.Wait()
-	t.Logf("%d pods created in %s", burstPods, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d pods created in %s; the webhook's answers (the dry runs' nested ones too): %s", burstPods,
+		time.Since(start).Round(time.Millisecond), answerTimes(t, reg))
 	if len(without) > 0 {
 		sort.Strings(without)
 		for _, name := range without[:min(len(without), 5)] {
@@ -342,4 +343,31 @@ func testBurst(t *testing.T, leads bool) {
 		}
 		t.Errorf("%d of %d pods of the burst were created without the agent: %v", len(without), burstPods, without)
 	}
+}
+
+// answerTimes describes the webhook's histogram of answer times in reg, as
+// how many answers took longer than each bucket's bound.
+func answerTimes(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "handlerkit_webhook_request_duration_seconds" {
+			continue
+		}
+		var parts []string
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			parts = append(parts, fmt.Sprintf("%d answers", h.GetSampleCount()))
+			for _, b := range h.GetBucket() {
+				if b.GetUpperBound() >= 0.5 {
+					parts = append(parts, fmt.Sprintf("%d over %gs", h.GetSampleCount()-b.GetCumulativeCount(), b.GetUpperBound()))
+				}
+			}
+		}
+		return strings.Join(parts, ", ")
+	}
+	return "no histogram"
 }
