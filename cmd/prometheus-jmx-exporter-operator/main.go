@@ -530,6 +530,16 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 			return err
 		}
 		defer stopHook()
+		// A replica that does not lead answers from a cache of the
+		// exporters, not a list per pod created (RunAdmissionCache).
+		cacheDone := make(chan struct{})
+		go func() {
+			defer close(cacheDone)
+			if err := r.RunAdmissionCache(ctx); err != nil {
+				log.WithError(err).Error("the webhook's exporter cache stopped; a replica that does not lead reads the exporters from the API server")
+			}
+		}()
+		defer func() { <-cacheDone }()
 	}
 	ensureMetricsService(ctx, cfg, c, log)
 	bi := buildinfo.Get()

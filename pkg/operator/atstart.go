@@ -34,9 +34,12 @@ import (
 // under AtStart; attached under Both).
 //
 // Exporters and ConfigMaps are read from the operator's caches while it
-// leads, and from the API server otherwise (every replica serves the
-// webhook): a replica that does not lead reads one exporter list and one
-// ConfigMap per pod creation.
+// leads. Every replica serves the webhook: one that does not lead reads
+// the exporters from its admission cache (RunAdmissionCache) once that is
+// synced, else from the API server (one exporter list per namespace at a
+// time, shared by the creations that wait for it, and one exporter), and a
+// ConfigMap from the API server per pod creation. No lock is held around
+// any of these reads.
 func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart.Input, bool, error) {
 	if pod == nil || pod.Namespace == "" {
 		return atstart.Input{}, false, nil
@@ -49,7 +52,7 @@ func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart
 	if served := servedNamespaces(r.opts.Namespaces); len(served) > 0 && !slices.Contains(served, pod.Namespace) {
 		return atstart.Input{}, false, nil
 	}
-	exporters, err := r.selectors.of(ctx, r.read, pod.Namespace)
+	exporters, err := r.admissionExporters(ctx, pod.Namespace)
 	if err != nil {
 		return atstart.Input{}, false, fmt.Errorf("cannot read the exporters of namespace %s: %w", pod.Namespace, err)
 	}
@@ -59,7 +62,7 @@ func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart
 	}
 	ex := &jmxv1alpha1.PrometheusJmxExporter{}
 	ex.Namespace, ex.Name = owner.namespace, owner.name
-	if err := r.read.Get(ctx, ex); apierrors.IsNotFound(err) {
+	if err := r.admissionExporter(ctx, ex); apierrors.IsNotFound(err) {
 		return atstart.Input{}, false, nil // deleted meanwhile
 	} else if err != nil {
 		return atstart.Input{}, false, fmt.Errorf("cannot read exporter %s/%s: %w", owner.namespace, owner.name, err)

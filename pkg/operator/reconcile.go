@@ -66,6 +66,9 @@ type Reconciler struct {
 	pacer statusPacer
 	// selectors keeps the exporters' parsed selectors (selectors.go).
 	selectors exporterSelectors
+	// admission is the exporters' cache of a replica that does not lead,
+	// for the webhook (admissioncache.go).
+	admission admissionCache
 	// agentLines are the reads of the agents' lines of containers given
 	// the agent at start (agentline.go).
 	agentLines *agentLineReads

@@ -55,8 +55,8 @@ const (
 // TestOperatorMakesOnlyTheListedRequests records a run of the operator and
 // checks that every request it made is listed here.
 var operatorRequests = []request{
-	{served, "list", jmxGroup, exporters, "", "pkg/operator Setup: the exporters watch"},
-	{served, "watch", jmxGroup, exporters, "", "pkg/operator Setup: the exporters watch"},
+	{served, "list", jmxGroup, exporters, "", "pkg/operator Setup: the exporters watch; RunAdmissionCache: the webhook's exporters cache"},
+	{served, "watch", jmxGroup, exporters, "", "pkg/operator Setup: the exporters watch; RunAdmissionCache: the webhook's exporters cache"},
 	{served, "get", jmxGroup, exporters, "", "pkg/operator job.go exporterRef: query.Get, live before the cache syncs"},
 	{served, "patch", jmxGroup, exporters, "", "pkg/operator reconcile.go: action.AddFinalizer/RemoveFinalizer"},
 	{served, "update", jmxGroup, exporters, "status", "pkg/operator reconcile.go: action.UpdateStatus"},

@@ -29,6 +29,14 @@ import (
 // edit and admin ClusterRoles never receive the rules aggregated into them.
 func runAggregation(t *testing.T, ctx context.Context, env *testenv.Environment) {
 	t.Helper()
+	runControllers(t, ctx, env, "clusterrole-aggregation")
+}
+
+// runControllers runs kube-controller-manager with only controllers (its
+// --controllers names) against env until t ends, unless env runs a
+// controller-manager of its own or is an existing cluster.
+func runControllers(t *testing.T, ctx context.Context, env *testenv.Environment, controllers string) {
+	t.Helper()
 	procs := env.Processes()
 	if !slices.ContainsFunc(procs, func(p *testenv.Process) bool { return p.Name == "kube-apiserver" }) ||
 		slices.ContainsFunc(procs, func(p *testenv.Process) bool { return p.Name == "kube-controller-manager" }) {
@@ -47,7 +55,7 @@ func runAggregation(t *testing.T, ctx context.Context, env *testenv.Environment)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--controllers=clusterrole-aggregation",
+	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--controllers="+controllers,
 		"--leader-elect=false", "--secure-port=0", "--profiling=false", "-v=1")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -37,6 +39,9 @@ const (
 	optOutLabel = "jmx.handlerkit.dev/inject"
 	// operatorPodLabel is the label of the operator's own pods.
 	operatorPodLabel = "app.kubernetes.io/name"
+	// webhookServerLabel is the label that only the operator's pod
+	// template carries, which the webhook Service selects.
+	webhookServerLabel = "jmx.handlerkit.dev/webhook-server"
 )
 
 // clusterScope is where the operator makes requests on cluster-scoped
@@ -222,11 +227,11 @@ func TestWebhookConfigurationIsFailOpenAndSelective(t *testing.T) {
 		}
 		checkWebhookSelectors(t, dir, w, d.Spec.Template.Labels, home, dir == clusterWideInstall || dir == clusterWideExec)
 
-		if p.service.Namespace != home || !reflect.DeepEqual(p.service.Spec.Selector, d.Spec.Selector.MatchLabels) ||
-			len(p.service.Spec.Ports) != 1 || p.service.Spec.Ports[0].Port != 443 || p.service.Spec.Ports[0].TargetPort.String() != "webhook" {
-			t.Errorf("%s: Service %s/%s selector %v ports %+v, want port 443 to port webhook of the operator's pods %v", dir,
-				p.service.Namespace, p.service.Name, p.service.Spec.Selector, p.service.Spec.Ports, d.Spec.Selector.MatchLabels)
+		if p.service.Namespace != home || len(p.service.Spec.Ports) != 1 || p.service.Spec.Ports[0].Port != 443 || p.service.Spec.Ports[0].TargetPort.String() != "webhook" {
+			t.Errorf("%s: Service %s/%s ports %+v, want port 443 to port webhook of the operator's pods", dir,
+				p.service.Namespace, p.service.Name, p.service.Spec.Ports)
 		}
+		checkWebhookServiceSelector(t, dir, build(t, dir), p.service, d)
 		_, port, _ := net.SplitHostPort(webhook.DefaultAddr)
 		c := d.Spec.Template.Spec.Containers[0]
 		if i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "webhook" }); i < 0 || fmt.Sprint(c.Ports[i].ContainerPort) != port {
@@ -244,6 +249,40 @@ func TestWebhookConfigurationIsFailOpenAndSelective(t *testing.T) {
 		}
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s's webhook objects differ from %s's in more than the namespaces selected:\n%+v\n%+v", cw, ns, b, a)
+		}
+	}
+}
+
+// checkWebhookServiceSelector: the webhook Service selects the operator's
+// Deployment's selector labels and webhookServerLabel, which its pod
+// template carries and no other object of the install names (the
+// Deployment's selector, immutable, is without it: an upgrade keeps the
+// Deployment and rolls its pods).
+func checkWebhookServiceSelector(t *testing.T, what string, objs []*unstructured.Unstructured, svc corev1.Service, d *appsv1.Deployment) {
+	t.Helper()
+	want := map[string]string{webhookServerLabel: "true"}
+	for k, v := range d.Spec.Selector.MatchLabels {
+		want[k] = v
+	}
+	if !reflect.DeepEqual(svc.Spec.Selector, want) {
+		t.Errorf("%s: webhook Service selector %v, want the Deployment's selector labels and %s=true: %v", what, svc.Spec.Selector, webhookServerLabel, want)
+	}
+	if d.Spec.Template.Labels[webhookServerLabel] != "true" {
+		t.Errorf("%s: the operator's pods are labelled %v, without %s=true", what, d.Spec.Template.Labels, webhookServerLabel)
+	}
+	if _, ok := d.Spec.Selector.MatchLabels[webhookServerLabel]; ok {
+		t.Errorf("%s: the Deployment's selector %v names %s: a selector is immutable, an upgrade could not apply it", what, d.Spec.Selector.MatchLabels, webhookServerLabel)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" || o.GetKind() == "Service" && o.GetName() == svc.Name {
+			continue
+		}
+		raw, err := json.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), webhookServerLabel) {
+			t.Errorf("%s: %s %s names %s: only the operator's pods may carry it", what, o.GetKind(), o.GetName(), webhookServerLabel)
 		}
 	}
 }

@@ -12,6 +12,12 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The label only the operator's pods carry (not in the Deployment's selector, which is immutable): the webhook
+Service selects it, so that no other pod of the namespace receives admission requests. */}}
+{{- define "pjeo.webhookServerLabels" -}}
+jmx.handlerkit.dev/webhook-server: "true"
+{{- end -}}
+
 {{- define "pjeo.labels" -}}
 {{ include "pjeo.selectorLabels" . }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}

@@ -498,3 +498,36 @@ func TestWebhookValuesChooseItsObjectsAndFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyTheOperatorsPodsCarryTheWebhookServerLabel: the webhook Service
+// selects jmx.handlerkit.dev/webhook-server=true beside the chart's selector
+// labels, the operator's pod template carries it, podLabels cannot replace
+// it, and the Deployment's selector (immutable) does not name it.
+func TestOnlyTheOperatorsPodsCarryTheWebhookServerLabel(t *testing.T) {
+	const label = "jmx.handlerkit.dev/webhook-server"
+	objs := render(t, "podLabels: {"+label+": \"false\", team: jvm}\n")
+	var svc object
+	for _, o := range objs {
+		if name, _ := o.get("metadata", "name").(string); o.kind() == "Service" && strings.HasSuffix(name, "-webhook") {
+			svc = o
+		}
+	}
+	if svc == nil {
+		t.Fatal("no webhook Service")
+	}
+	d := find(t, objs, "Deployment")
+	selector, _ := svc.get("spec", "selector").(map[string]any)
+	podLabels, _ := d.get("spec", "template", "metadata", "labels").(map[string]any)
+	matchLabels, _ := d.get("spec", "selector", "matchLabels").(map[string]any)
+	if selector[label] != "true" || podLabels[label] != "true" || podLabels["team"] != "jvm" {
+		t.Errorf("Service selector %v, pod labels %v: want %s=true in both (podLabels cannot replace it)", selector, podLabels, label)
+	}
+	for k, v := range matchLabels {
+		if selector[k] != v {
+			t.Errorf("Service selector %v lacks the Deployment's selector label %s=%v", selector, k, v)
+		}
+	}
+	if _, ok := matchLabels[label]; ok {
+		t.Errorf("the Deployment's selector %v names %s: it is immutable", matchLabels, label)
+	}
+}
