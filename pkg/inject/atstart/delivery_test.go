@@ -2,6 +2,7 @@ package atstart
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -171,7 +172,8 @@ type dryRuns struct {
 	mu     sync.Mutex
 	refuse map[Delivery]error
 	count  map[Delivery]int
-	fail   error // every dry run fails so
+	fail   error         // every dry run fails so
+	hold   chan struct{} // when set, each dry run waits for it to close
 }
 
 func (d *dryRuns) client() *fake.Clientset {
@@ -184,6 +186,9 @@ func (d *dryRuns) client() *fake.Clientset {
 			return true, nil, apierrors.NewBadRequest("not a dry run")
 		}
 		rec, _, _ := ParseRecord(pod)
+		if d.hold != nil {
+			<-d.hold
+		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.count[rec.Delivery]++
@@ -376,5 +381,59 @@ func TestCheckedHandlerLeavesItsOwnDryRunsAlone(t *testing.T) {
 	}
 	if got := d.counts(); got[DeliveryImageVolume] != before || got[""] != 0 {
 		t.Errorf("dry runs = %v: the webhook's answer to its own dry runs made more", got)
+	}
+}
+
+// A burst of creations of one shape (a Deployment's pods: the same spec,
+// labels and owners, other names) under way at once makes one dry run, whose
+// verdict each of them gets; a pod of another shape makes its own. Before,
+// each creation made its own dry run: 200 creations in 10 s, each also
+// calling the webhook again through its dry run, ran past the webhook's
+// deadline on a loaded API server (test/deploy TestABurstOfPodCreationsGetsTheAgentInEveryPod).
+func TestCheckerSharesTheDryRunOfPodsOfOneShape(t *testing.T) {
+	d := &dryRuns{hold: make(chan struct{})}
+	c := testChecker(t, d, time.Now, 0)
+	ctx := context.Background()
+	const n = 20
+	results := make([]Result, n+1)
+	errs := make([]error, n+1)
+	var wg sync.WaitGroup
+	for i := range n + 1 {
+		pod := newPod(container("app"))
+		pod.Name = fmt.Sprintf("orders-%02d", i)
+		if i == n {
+			pod.Labels = map[string]string{"other": "shape"}
+		}
+		wg.Go(func() { results[i], errs[i] = c.Deliver(ctx, pod, testInput()) })
+	}
+	// Every creation has asked before any dry run answers: two run, the
+	// other n-1 of the first shape wait for theirs.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.mu.Lock()
+		running, joined := len(c.running), c.joined
+		c.mu.Unlock()
+		if running == 2 && joined == n-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dry runs running, %d creations waiting for one, want 2 and %d", running, joined, n-1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(d.hold)
+	wg.Wait()
+	for i := range n + 1 {
+		if errs[i] != nil || len(results[i].Injected) == 0 {
+			t.Fatalf("pod %d: %+v, %v; want the agent", i, results[i], errs[i])
+		}
+	}
+	if got := d.counts(); got[DeliveryImageVolume] != 2 {
+		t.Errorf("dry runs = %v, want 2: one for the %d pods of one shape, one for the pod of another", got, n)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.running) != 0 {
+		t.Errorf("%d dry runs still listed as running", len(c.running))
 	}
 }

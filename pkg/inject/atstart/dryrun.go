@@ -2,6 +2,8 @@ package atstart
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +79,20 @@ type Checker struct {
 	mu       sync.Mutex
 	verdicts map[verdictKey]verdict
 	limits   map[string]limitsEntry
+	// running are the dry runs under way, by the shape of the pod they
+	// create (shapeKey): a creation of the same shape meanwhile waits for
+	// that one's verdict rather than making its own (a burst of a
+	// Deployment's pods makes one dry run at a time, not one per pod).
+	running map[string]*dryRunCall
+	// joined counts the creations that took a running dry run's verdict.
+	joined int
+}
+
+// dryRunCall is a dry run under way; its verdict and why are set before
+// done is closed.
+type dryRunCall struct {
+	done         chan struct{}
+	verdict, why string
 }
 
 // verdictKey is a delivery in a namespace; delivery "" stands for the dry run itself (it could not be made).
@@ -126,7 +142,8 @@ func NewChecker(opts CheckerOptions) (*Checker, error) {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	return &Checker{o: o, log: o.Logger, verdicts: map[verdictKey]verdict{}, limits: map[string]limitsEntry{}}, nil
+	return &Checker{o: o, log: o.Logger, verdicts: map[verdictKey]verdict{}, limits: map[string]limitsEntry{},
+		running: map[string]*dryRunCall{}}, nil
 }
 
 // CheckedHandler is Handler with every patch that gives the agent checked by c first (Checker.Deliver).
@@ -279,8 +296,64 @@ func (c *Checker) dryRun(ctx context.Context, pod *corev1.Pod, patch []Op) (stri
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	key, shared := shapeKey(p)
+	if shared {
+		c.mu.Lock()
+		if call, ok := c.running[key]; ok {
+			// A pod of the same shape is being dry-run: its verdict is this
+			// one's. The lock is not held while waiting.
+			c.joined++
+			c.mu.Unlock()
+			select {
+			case <-call.done:
+				return call.verdict, call.why
+			case <-dctx.Done():
+				return verdictTransient, "dry run failed: no verdict on a pod of the same shape before the webhook's timeout"
+			}
+		}
+		call := &dryRunCall{done: make(chan struct{})}
+		if len(c.running) < c.o.MaxEntries {
+			c.running[key] = call
+		} else {
+			shared = false
+		}
+		c.mu.Unlock()
+		if shared {
+			defer func() {
+				c.mu.Lock()
+				delete(c.running, key)
+				c.mu.Unlock()
+				close(call.done)
+			}()
+			_, err = c.o.Client.CoreV1().Pods(pod.Namespace).Create(dctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: fieldManager})
+			call.verdict, call.why = classify(err)
+			return call.verdict, call.why
+		}
+	}
 	_, err = c.o.Client.CoreV1().Pods(pod.Namespace).Create(dctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: fieldManager})
 	return classify(err)
+}
+
+// shapeKey identifies what the admission steps of a pod's creation read of
+// it: its namespace, labels, annotations, owners and spec, but not its name
+// (a Deployment's pods differ only by theirs). Two creations of one shape
+// under way at once get one dry run. shared is false when the pod cannot be
+// encoded (then it is dry-run alone).
+func shapeKey(p *corev1.Pod) (key string, shared bool) {
+	shape := struct {
+		Namespace       string                  `json:"namespace"`
+		GenerateName    string                  `json:"generateName"`
+		Labels          map[string]string       `json:"labels"`
+		Annotations     map[string]string       `json:"annotations"`
+		OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+		Spec            corev1.PodSpec          `json:"spec"`
+	}{p.Namespace, p.GenerateName, p.Labels, p.Annotations, p.OwnerReferences, p.Spec}
+	raw, err := json.Marshal(shape)
+	if err != nil {
+		return "", false
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:]), true
 }
 
 // classify turns a dry run's error into its verdict and a short reason.
