@@ -258,3 +258,34 @@ func TestAnUnreadableNamespaceFailsClosed(t *testing.T) {
 		t.Errorf("the chooser with the namespace unreadable: %v %v, want no agent and the reason", ok, err)
 	}
 }
+
+// TestAHarmedPodThatOptedOutIsNotEvicted: a pod given the agent at start,
+// labelled jmx.handlerkit.dev/inject=false, whose JVM then ends at once
+// (what opens the at-start breaker and has the harmed pod evicted) is left
+// alone: no breaker, no eviction, Ready=False OptedOut.
+func TestAHarmedPodThatOptedOutIsNotEvicted(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3*time.Minute)
+	ns := c.namespace(t, "optout-harmed")
+	c.runOperator(t, ns, operator.Options{Resync: time.Second, BreakerWindow: 30 * time.Second, ContainerLogs: servingLogs()})
+	labels := map[string]string{"app": "jlinked"}
+	c.createExporter(t, ns, "jlinked", labels, withMode(jmxv1alpha1.InjectionModeAtStart, false))
+	ex := c.exporter(t, ns, "jlinked")
+	c.createPod(t, ns, podSpec{name: "harmed", labels: map[string]string{"app": "jlinked", atstart.LabelOptOut: atstart.OptOutValue},
+		atStart: atStartRecordOf(ex, true), owner: replicaSet("jlinked-1")}, "containerd://harmed1")
+	c.endContainer(t, ns, "harmed", "containerd://harmed1", 1, 200*time.Millisecond)
+	waitUntil(t, time.Minute, "a status written after the JVM ended", func() (bool, string) {
+		got := c.exporter(t, ns, "jlinked")
+		ready := findCond(got, jmxv1alpha1.ConditionReady)
+		return ready != nil && got.Status.ObservedGeneration == ex.Generation, fmt.Sprintf("%+v", got.Status)
+	})
+	hold(t, 5*time.Second, "no breaker, the pod kept", func() (bool, string) {
+		if cb := c.exporter(t, ns, "jlinked").Status.CircuitBreaker; cb != nil {
+			return false, fmt.Sprintf("breaker %+v", cb)
+		}
+		return !c.gone(t, ns, "harmed"), "pod harmed evicted"
+	})
+	if ready := c.condition(t, ns, "jlinked", jmxv1alpha1.ConditionReady); ready.Reason != jmxv1alpha1.ReasonOptedOut || !strings.Contains(ready.Message, "harmed") {
+		t.Errorf("Ready %s %q, want OptedOut naming the pod", ready.Reason, ready.Message)
+	}
+}
