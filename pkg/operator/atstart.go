@@ -24,6 +24,10 @@ import (
 // SelectorConflict), so the pod is then left unchanged, as it is when no
 // exporter selects it or its namespace is not served.
 //
+// A pod or namespace whose owner opted out (labelled
+// jmx.handlerkit.dev/inject=false, optedOut) is left unchanged; when its
+// namespace cannot be read the answer is false and an error saying so.
+//
 // The pod gets the agent only when the exporter could be acted on now: its
 // config loads and validates as the reconciler loads it (and fits
 // inject.EncodeConfig's limits), no agent refused that config
@@ -73,6 +77,14 @@ func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart
 	}
 	refuse := func(format string, args ...any) (atstart.Input, bool, error) {
 		return atstart.Input{}, false, fmt.Errorf("exporter %s: "+format+"; the pod was created without the agent", append([]any{ex.Name}, args...)...)
+	}
+	// The webhook configuration's selectors leave out the opted-out pods
+	// and namespaces already; this is the second guard, for a configuration
+	// edited without them.
+	if why, err := r.optedOut(ctx, pod); err != nil {
+		return refuse("%v", err)
+	} else if why != "" {
+		return atstart.Input{}, false, nil
 	}
 	v := r.verdictOf(ctx, ex, spec)
 	if reason, msg := v.why(); reason != "" {

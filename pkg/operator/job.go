@@ -132,6 +132,9 @@ func (r *Reconciler) stillNeeded(ctx context.Context, j *job) (*corev1.Pod, bool
 	if pod.UID != j.pod.UID {
 		return nil, false
 	}
+	if why, err := r.optedOut(ctx, &pod); why != "" || err != nil {
+		return nil, false // opted out since the job was planned
+	}
 	rec := readRecord(&pod)
 	tasks := j.tasks[:0:0]
 	for _, t := range j.tasks {

@@ -72,6 +72,8 @@ type Reconciler struct {
 	// agentLines are the reads of the agents' lines of containers given
 	// the agent at start (agentline.go).
 	agentLines *agentLineReads
+	// namespaces remembers the namespaces' opt-out labels (optout.go).
+	namespaces namespaceOptOuts
 }
 
 // refusal is a status the API server refused: its fingerprint
@@ -196,6 +198,9 @@ func (r *Reconciler) finalize(ctx context.Context, ex *jmxv1alpha1.PrometheusJmx
 	}
 	cleared := 0
 	for i := range pods.Items {
+		if why, err := r.optedOut(ctx, &pods.Items[i]); why != "" || err != nil {
+			continue // opted out: its annotations stay as they are
+		}
 		changed, err := clearAnnotations(ctx, r.opts.Client, &pods.Items[i], ex.Name)
 		if err != nil {
 			return err
@@ -322,6 +327,8 @@ type plan struct {
 	// podsRead is true once the exporter's pods were read: what the plan
 	// says about pods (and their absence) is then true.
 	podsRead bool
+	// optOut is what the plan found of the owners' opt-out (optout.go).
+	optOut optOutPlan
 }
 
 type podState = string
@@ -443,6 +450,9 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
+		if r.skipOptedOut(ctx, p, pod) {
+			continue
+		}
 		if pod.DeletionTimestamp != nil {
 			p.terminating = append(p.terminating, pod)
 			continue
@@ -1029,6 +1039,9 @@ func (r *Reconciler) departed(ctx context.Context, ex *jmxv1alpha1.PrometheusJmx
 		if _, ok := pod.Annotations[AnnotationAgents]; !ok || pod.DeletionTimestamp != nil || sel.Matches(labels.Set(pod.Labels)) {
 			continue
 		}
+		if why, err := r.optedOut(ctx, pod); why != "" || err != nil {
+			continue // its annotations stay as they are
+		}
 		if readRecord(pod).Exporter == ex.Name {
 			out = append(out, pod)
 		}
@@ -1316,9 +1329,10 @@ func (r *Reconciler) status(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxEx
 	// served before (by an operator with other --namespaces).
 	st.Conditions = slices.DeleteFunc(st.Conditions, func(c metav1.Condition) bool { return c.Type == jmxv1alpha1.ConditionNotServed })
 	setCondition(st, p.configValid)
-	setCondition(st, r.readyCondition(p, counts))
+	ready, degraded := optOutConditions(p, ex.Namespace, r.readyCondition(p, counts), r.degradedCondition(p, st.CircuitBreaker))
+	setCondition(st, ready)
 	setCondition(st, r.configAppliedCondition(p))
-	setCondition(st, r.degradedCondition(p, st.CircuitBreaker))
+	setCondition(st, degraded)
 	setPodMonitorCondition(ctx, ex, st)
 	return st
 }

@@ -65,6 +65,8 @@ var notAlone = map[string]string{
 	// the kustomization.
 	"deploy/operator/cluster-wide/rbac.yaml":                    "kubectl apply -k only",
 	"deploy/operator/rbac-unserved.yaml":                        "kubectl apply -k only",
+	"deploy/operator/rbac-namespaces.yaml":                      "kubectl apply -k only",
+	"deploy/operator/cluster-wide/rbac-namespaces.yaml":         "kubectl apply -k only",
 	"deploy/operator/cluster-wide/rbac-ephemeralcontainer.yaml": "kubectl apply -k only",
 	"deploy/overlays/cluster-wide-exec/rbac-exec.yaml":          "kubectl apply -k only",
 	"deploy/operator/rbac-webhook.yaml":                         "kubectl apply -k only",

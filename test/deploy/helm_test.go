@@ -312,6 +312,14 @@ func TestHelmChartRendersTheProvenRBACAndAppliesToTheAPIServer(t *testing.T) {
 		cases[i].clusterRoles[op+"-unserved"] = unserved
 		cases[i].args = append(cases[i].args, "--report-unserved=true")
 	}
+	// Every install reads the namespaces' opt-out label (get on namespaces),
+	// as deploy/operator and its cluster-wide install do.
+	for i := range cases {
+		if cases[i].clusterRoles == nil {
+			cases[i].clusterRoles = map[string][]rbacv1.PolicyRule{}
+		}
+		cases[i].clusterRoles[op+"-namespaces"] = namespacesRules
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			objs, err := renderChart(t, c.namespace, c.values)

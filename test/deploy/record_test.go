@@ -166,7 +166,9 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: l.home}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := bindClusterRoles(t, ctx, kube, l, sa, "-"+l.home, map[string]rbacv1.Role{hook.clusterRole.Name: hook.clusterRole}); err != nil {
+	nsRole := namespacesRoleOf(t, namespacedExec)
+	if err := bindClusterRoles(t, ctx, kube, l, sa, "-"+l.home, map[string]rbacv1.Role{hook.clusterRole.Name: hook.clusterRole,
+		nsRole.Name: {Rules: nsRole.Rules}}); err != nil {
 		t.Fatal(err)
 	}
 	mwc := hook.config.DeepCopy()
@@ -363,7 +365,7 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 	// leader label's removal) are recorded too.
 	shutdown()
 
-	listed := slices.Clone(operatorRequests)
+	listed := append(slices.Clone(operatorRequests), namespaceRequests...)
 	for _, r := range webhookRequests {
 		listed = append(listed, r.request)
 	}
@@ -401,6 +403,11 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 	for _, r := range webhookRequests {
 		if !seen[r.request] && r.verb != "update" && r.verb != "list" {
 			t.Errorf("the webhook's certificate manager did not make %s", r)
+		}
+	}
+	for _, r := range namespaceRequests {
+		if !seen[r] {
+			t.Errorf("the operator did not make %s", r)
 		}
 	}
 }

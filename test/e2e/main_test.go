@@ -346,10 +346,12 @@ func withReplicas(n int32) operatorSetup {
 }
 
 // rbacFiles are the operator's RBAC manifests: the served namespace's and
-// home namespace's Roles, and each strategy's (Exec's from its opt-in,
-// deploy/overlays/exec, because tests that pass withExec use it).
+// home namespace's Roles, each strategy's (Exec's from its opt-in,
+// deploy/overlays/exec, because tests that pass withExec use it), and the
+// ClusterRole that reads the namespaces' opt-out label (its objects renamed
+// after the test's namespace, as the webhook's are: see installWebhook).
 var rbacFiles = []string{"deploy/operator/rbac.yaml",
-	"deploy/operator/rbac-ephemeralcontainer.yaml", "deploy/overlays/exec/rbac-exec.yaml"}
+	"deploy/operator/rbac-ephemeralcontainer.yaml", "deploy/overlays/exec/rbac-exec.yaml", "deploy/operator/rbac-namespaces.yaml"}
 
 // deployOperator applies deploy/operator's RBAC files and operator.yaml in
 // ns, as a cluster admin would, and waits until a replica is ready. The
@@ -371,6 +373,22 @@ func deployOperator(t testing.TB, ns string, setups ...operatorSetup) *appsv1.De
 					o.Subjects[i].Namespace = ns
 				}
 				_, err = kube.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
+			case *rbacv1.ClusterRole:
+				o.Name += "-" + ns
+				_, err = kube.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+				name := o.Name
+				t.Cleanup(func() { _ = kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+			case *rbacv1.ClusterRoleBinding:
+				o.Name += "-" + ns
+				o.RoleRef.Name += "-" + ns
+				for i := range o.Subjects {
+					o.Subjects[i].Namespace = ns
+				}
+				_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+				name := o.Name
+				t.Cleanup(func() {
+					_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+				})
 			case *appsv1.Deployment:
 				o.Spec.Replicas = ptr.To(int32(1))
 				// Short lease timings: tests kill leaders on purpose.

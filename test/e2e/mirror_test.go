@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,9 +30,21 @@ const (
 // namespacedOnly keeps the namespaced objects of an install: the CRD is in
 // place already, and the cluster-scoped objects (the users' ClusterRoles,
 // the unserved ClusterRole) would be shared between the tests' operators.
-func namespacedOnly(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+// The one exception is the ClusterRole that reads the namespaces' opt-out
+// label, without which the operator leaves every pod alone: it and its
+// binding are kept, renamed after ns.
+func namespacedOnly(objs []*unstructured.Unstructured, ns string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, o := range objs {
+		if k := o.GetKind(); (k == "ClusterRole" || k == "ClusterRoleBinding") && strings.HasSuffix(o.GetName(), "-namespaces") {
+			o.SetName(o.GetName() + "-" + ns)
+			if k == "ClusterRoleBinding" {
+				ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+				_ = unstructured.SetNestedField(o.Object, ref+"-"+ns, "roleRef", "name")
+			}
+			out = append(out, o)
+			continue
+		}
 		switch o.GetKind() {
 		case "ServiceAccount", "Role", "RoleBinding", "Deployment":
 			if o.GetKind() == "Deployment" {
@@ -53,7 +66,18 @@ func installMirrored(t *testing.T, ns string, objs []*unstructured.Unstructured)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := applier.Apply(ctx, ns, namespacedOnly(objs)...); err != nil {
+	objs = namespacedOnly(objs, ns)
+	t.Cleanup(func() {
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "ClusterRoleBinding":
+				_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), o.GetName(), metav1.DeleteOptions{})
+			case "ClusterRole":
+				_ = kube.RbacV1().ClusterRoles().Delete(context.Background(), o.GetName(), metav1.DeleteOptions{})
+			}
+		}
+	})
+	if err := applier.Apply(ctx, ns, objs...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dumpOperatorLogs(t, ns) })

@@ -43,6 +43,13 @@ const (
 	AnnotationNotes = "jmx.handlerkit.dev/at-start-notes"
 	// MaxNotesLen bounds AnnotationNotes.
 	MaxNotesLen = 1024
+	// LabelOptOut is the label by which a pod's or a namespace's owner opts out of the agent: with the value
+	// OptOutValue on the pod or on its namespace, the webhook is not sent the pod (the webhook configuration's
+	// objectSelector and namespaceSelector), and the operator never attaches to it, reconfigures it, evicts it or
+	// changes its annotations (docs/operator.md).
+	LabelOptOut = "jmx.handlerkit.dev/inject"
+	// OptOutValue is LabelOptOut's value that opts out.
+	OptOutValue = "false"
 	// VolumeName is the pod volume that holds the agent jar.
 	VolumeName = "handlerkit-jmx-agent"
 	// MountPath is where VolumeName is mounted, read-only, in each injected container.
@@ -65,6 +72,9 @@ const (
 	// runs (the image has no shell and no cp).
 	DefaultJmxAttach = "/usr/local/bin/jmx-attach"
 )
+
+// OptedOut says whether labels, a pod's or a namespace's, opt out of the agent: LabelOptOut is OptOutValue.
+func OptedOut(labels map[string]string) bool { return labels[LabelOptOut] == OptOutValue }
 
 // Delivery is how the agent jar reaches the pod.
 type Delivery string

@@ -105,12 +105,13 @@ func args(t *testing.T, objs []object) []string {
 // CRD (a template, kept on uninstall), the served, EphemeralContainer,
 // eviction (restartOnRefusal), at-start dry run, home and webhook Roles (Exec is opt-in), the
 // users' view and edit ClusterRoles, the -unserved ClusterRole and its
-// binding (NotServed on exporters elsewhere), the webhook's ClusterRole,
+// binding (NotServed on exporters elsewhere), the -namespaces ClusterRole
+// and its binding (the namespaces' opt-out label), the webhook's ClusterRole,
 // Service and configuration, and nothing that is off by default.
 func TestChartRendersEveryTemplate(t *testing.T) {
 	objs := render(t, "")
-	want := map[string]int{"CustomResourceDefinition": 1, "ServiceAccount": 1, "Role": 6, "RoleBinding": 6, "ClusterRole": 4,
-		"ClusterRoleBinding": 2, "Deployment": 1, "Service": 1, "MutatingWebhookConfiguration": 1}
+	want := map[string]int{"CustomResourceDefinition": 1, "ServiceAccount": 1, "Role": 6, "RoleBinding": 6, "ClusterRole": 5,
+		"ClusterRoleBinding": 3, "Deployment": 1, "Service": 1, "MutatingWebhookConfiguration": 1}
 	if got := kinds(objs); !reflect.DeepEqual(got, want) {
 		t.Errorf("kinds %v, want %v", got, want)
 	}

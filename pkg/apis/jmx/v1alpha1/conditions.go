@@ -152,6 +152,21 @@ const (
 	// status instead (without the list the server refused) and does not
 	// write the refused one again. The message carries the server's words.
 	ReasonStatusRefused = "StatusRefused"
+	// ReasonOptedOut (Ready=False): every pod the selector matches is
+	// labelled jmx.handlerkit.dev/inject=false (its owner opted out): the
+	// operator attaches to, reconfigures and evicts none of them and leaves
+	// their annotations as they are. When only some opted out, Ready's
+	// message says how many, whatever its reason.
+	ReasonOptedOut = "OptedOut"
+	// ReasonNamespaceOptedOut (Ready=False): the exporter's namespace is
+	// labelled jmx.handlerkit.dev/inject=false: nothing is done to any of
+	// its pods, at start or by attach.
+	ReasonNamespaceOptedOut = "NamespaceOptedOut"
+	// ReasonNamespaceUnreadable (Degraded=True, Ready=False): the operator
+	// cannot read the exporter's namespace (get on namespaces, its RBAC) to
+	// honour an opt-out label there, so it does nothing to the namespace's
+	// pods until it can; the message names the error and the grant.
+	ReasonNamespaceUnreadable = "NamespaceUnreadable"
 	// ReasonNotInjectedAtStart (Ready=False): with spec.injection.mode
 	// AtStart, selected pods run without the agent because they were created
 	// without it (before the exporter, or while the operator's admission
