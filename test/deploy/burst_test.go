@@ -102,7 +102,10 @@ func testBurst(t *testing.T, leads bool) {
 		t.Fatal(err)
 	}
 	configName := "burst-" + l.home
-	if err := bindClusterRoles(t, ctx, kube, l, sa, "-"+l.home, map[string]rbacv1.Role{hook.clusterRole.Name: {Rules: webhook.ClusterPolicyRules(configName)}}); err != nil {
+	// And the namespaces' opt-out label, which the webhook's choice reads
+	// (rbac-namespaces.yaml as shipped).
+	if err := bindClusterRoles(t, ctx, kube, l, sa, "-"+l.home, map[string]rbacv1.Role{hook.clusterRole.Name: {Rules: webhook.ClusterPolicyRules(configName)},
+		namespacesRole: {Rules: namespacesRoleOf(t, namespacedInstall).Rules}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitCaughtUp(ctx, kube, l, "test-sentinel"); err != nil {
