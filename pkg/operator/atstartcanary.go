@@ -61,6 +61,12 @@ func (r *Reconciler) claimAtStart(ctx context.Context, ex *jmxv1alpha1.Prometheu
 		claimed := ex.DeepCopy()
 		claimed.Status.AtStartCanary = &jmxv1alpha1.AtStartCanary{Generation: v.generation, ConfigSHA256: v.configSHA, ClaimedAt: metav1.Now()}
 		err := action.For(r.op).UpdateStatus(ctx, claimed)
+		if err == nil && claimed.Status.AtStartCanary == nil {
+			// A CRD older than this operator prunes the field: no other
+			// replica or admission would see the claim, so none is made.
+			return fmt.Errorf("%s: the API server dropped status.atStartCanary: the PrometheusJmxExporter CRD is older than this operator; apply this release's CRD",
+				jmxv1alpha1.ReasonChangeBeingTried)
+		}
 		if err == nil {
 			r.op.Logger().Infof("operator: %s/%s: a pod being created tries the exporter's change (generation %d, config %s) at start, alone",
 				ex.Namespace, ex.Name, v.generation, v.configHash)
