@@ -499,12 +499,14 @@ func ownPods(jobs []*job) {
 }
 
 // jobPod is the part of pod a job keeps (ownPods), and what TrimPod keeps
-// of the pod's identity and spec. HostNetwork and the pod's IP choose the
-// address a hostNetwork pod's agent binds (inject.AgentHost).
+// of the pod's identity and spec. A hostNetwork pod's IP is kept too: it is
+// the address its agent binds (inject.AgentHost).
 func jobPod(pod *corev1.Pod) *corev1.Pod {
 	out := &corev1.Pod{TypeMeta: pod.TypeMeta}
 	out.Name, out.Namespace, out.UID, out.ResourceVersion = pod.Name, pod.Namespace, pod.UID, pod.ResourceVersion
-	out.Spec.HostNetwork, out.Status.PodIP = pod.Spec.HostNetwork, pod.Status.PodIP
+	if pod.Spec.HostNetwork {
+		out.Spec.HostNetwork, out.Status.PodIP = true, pod.Status.PodIP
+	}
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		out.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: sc.RunAsUser, RunAsGroup: sc.RunAsGroup}
 	}
