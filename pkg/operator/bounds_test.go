@@ -1,0 +1,98 @@
+package operator_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
+	"github.com/handlerkit/handlerkit/pkg/inject"
+	"github.com/handlerkit/handlerkit/pkg/jvm"
+	"github.com/handlerkit/handlerkit/pkg/operator"
+)
+
+// TestReconfigurationAttemptsAreBounded: a reload that fails transiently
+// (the agent does not listen, the exec breaks) is tried at most MaxAttempts
+// times per container start and config, as a load is, across an operator
+// restart; then the config is refused with TooManyAttempts, whose message
+// names the last cause, in the pod's record, ConfigApplied and an Event, and
+// it is not offered again until it changes.
+func TestReconfigurationAttemptsAreBounded(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 4*time.Minute)
+	ns := c.namespace(t, "reloadbound")
+	labels := map[string]string{"app": "orders"}
+	c.createJVMPod(t, ns, "jvm", labels, "containerd://j1")
+	c.configMap(t, ns, "cfg", "rules:\n- pattern: \".*\"\n")
+	s := &scripted{name: string(jmxv1alpha1.InjectionExec)}
+	reloads := func() int { return s.count(func(x call) bool { return x.reconfigure }) }
+	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
+		switch {
+		case !cl.reconfigure:
+			return loaded(r, ""), nil
+		case strings.Contains(cl.config, "exec-breaks"):
+			return inject.Outcome{}, fmt.Errorf("exec jmx-attach: connection reset by peer (reload %d)", reloads())
+		case strings.Contains(cl.config, "not-listening"):
+			return refusedBy(jvm.ReasonNotListening, fmt.Sprintf("the agent does not listen (reload %d)", reloads())), nil
+		}
+		return loaded(r, ""), nil
+	})
+	const maxAttempts = 3
+	opts := operator.Options{Resync: time.Second, BreakerWindow: time.Second, MaxAttempts: maxAttempts,
+		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionExec: s}}
+	stop := c.runOperator(t, ns, opts)
+	c.createExporter(t, ns, "orders", labels, withConfigMap("cfg"), func(ex *jmxv1alpha1.PrometheusJmxExporter) {
+		ex.Spec.Injection.Strategy = jmxv1alpha1.InjectionExec
+	})
+	c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionConfigApplied, metav1.ConditionTrue, jmxv1alpha1.ReasonConfigInUse)
+	before := c.record(t, ns, "jvm").ConfigHash
+	count := func(want int) func() (bool, string) {
+		return func() (bool, string) { n := reloads(); return n == want, fmt.Sprintf("%d reloads, want %d", n, want) }
+	}
+
+	// A config whose reload breaks every time: an operator restart after
+	// the first attempt does not reset the count (it is in the pod's
+	// record).
+	c.configMap(t, ns, "cfg", "# exec-breaks\nrules:\n- pattern: \".*\"\n")
+	waitUntil(t, time.Minute, "the first reload", func() (bool, string) {
+		r := c.record(t, ns, "jvm")
+		return r.Reloads != nil && r.Reloads.Attempts == 1, fmt.Sprintf("%d reloads, record %+v", reloads(), r)
+	})
+	stop()
+	stop = c.runOperator(t, ns, opts)
+	defer stop()
+	cond := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionConfigApplied, metav1.ConditionFalse, jmxv1alpha1.ReasonTooManyAttempts)
+	for _, w := range []string{"3 attempts", "connection reset by peer (reload 3)", "jvm/app"} {
+		if !strings.Contains(cond.Message, w) {
+			t.Errorf("ConfigApplied message %q lacks %q", cond.Message, w)
+		}
+	}
+	r := c.record(t, ns, "jvm")
+	if r.ConfigHash != before || r.Rejected == nil || r.Rejected.Reason != jmxv1alpha1.ReasonTooManyAttempts || r.Reloads != nil {
+		t.Errorf("record %+v: want the old config in force and the new one refused with TooManyAttempts", r)
+	}
+	waitUntil(t, 30*time.Second, "a TooManyAttempts Event on the pod", func() (bool, string) {
+		return c.hasEvent(t, ns, "Pod", "jvm", jmxv1alpha1.ReasonTooManyAttempts, "connection reset by peer (reload 3)"), "none"
+	})
+	hold(t, 8*time.Second, "no reload past the bound over resyncs", count(maxAttempts))
+
+	// Another config, whose agent does not listen: the bound counts again
+	// from one, and names the agent's cause.
+	c.configMap(t, ns, "cfg", "# not-listening\nrules:\n- pattern: \".*\"\n")
+	waitUntil(t, time.Minute, "the second config refused with TooManyAttempts", func() (bool, string) {
+		r := c.record(t, ns, "jvm")
+		return r.Rejected != nil && r.Rejected.Reason == jmxv1alpha1.ReasonTooManyAttempts && strings.Contains(r.Rejected.Message, "the agent does not listen (reload 6)"),
+			fmt.Sprintf("%d reloads, record %+v", reloads(), r)
+	})
+	hold(t, 8*time.Second, "no reload past the bound over resyncs", count(2*maxAttempts))
+
+	// A config that loads is applied, and the refusal is gone.
+	c.configMap(t, ns, "cfg", "rules:\n- pattern: \"java.lang.*\"\n")
+	c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionConfigApplied, metav1.ConditionTrue, jmxv1alpha1.ReasonConfigInUse)
+	if r := c.record(t, ns, "jvm"); r.Rejected != nil || r.Reloads != nil || r.ConfigHash == before {
+		t.Errorf("record %+v: want the new config in force", r)
+	}
+}
