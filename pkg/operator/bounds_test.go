@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject"
@@ -95,4 +97,67 @@ func TestReconfigurationAttemptsAreBounded(t *testing.T) {
 	if r := c.record(t, ns, "jvm"); r.Rejected != nil || r.Reloads != nil || r.ConfigHash == before {
 		t.Errorf("record %+v: want the new config in force", r)
 	}
+}
+
+// TestTheMemoryOfGonePodsIsEmpty: every kind of key the operator remembers
+// of a pod (a container start's retry, its eviction's backoff, the last
+// refusal of its eviction, the report of a pod without a controller) is
+// forgotten once the pod is gone, while its exporter stays.
+func TestTheMemoryOfGonePodsIsEmpty(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3*time.Minute)
+	ns := c.namespace(t, "memory")
+	labels := map[string]string{"app": "orders"}
+	// Pod a refuses a live attach and its eviction is refused (a budget
+	// that allows no disruption); pod bare refuses too and has no
+	// controller; pod flaky fails transiently.
+	c.createPod(t, ns, podSpec{name: "a", labels: labels, owner: replicaSet("orders-1")}, "containerd://a1")
+	c.createPod(t, ns, podSpec{name: "bare", labels: labels}, "containerd://b1")
+	c.createPod(t, ns, podSpec{name: "flaky", labels: labels, owner: replicaSet("orders-1")}, "containerd://f1")
+	// The test plays the disruption controller: the budget's status allows
+	// no disruption (an unobserved budget has the API server ask the client
+	// to retry in 10 s, which client-go does, ten times).
+	pdb, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Create(c.ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr(intstr.FromInt32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: 3, DesiredHealthy: 3, ExpectedPods: 3}
+	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).UpdateStatus(c.ctx, pdb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
+	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
+		if cl.pod == "flaky" {
+			return inject.Outcome{}, fmt.Errorf("the API server timed out")
+		}
+		return refusedBy(jvm.ReasonDynamicLoadingDisabled, "-XX:-EnableDynamicAgentLoading"), nil
+	})
+	var rec *operator.Reconciler
+	c.runOperatorWith(t, ns, operator.Options{Resync: time.Second, BreakerWindow: time.Second, MaxAttempts: 100,
+		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}},
+		func(r *operator.Reconciler) { rec = r })
+	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeBoth, true))
+	waitUntil(t, time.Minute, "the eviction of a refused and bare reported", func() (bool, string) {
+		return c.hasEvent(t, ns, "Pod", "a", operator.EventEvictionRefused) && c.hasEvent(t, ns, "Pod", "bare", operator.EventEvictionSkipped),
+			fmt.Sprintf("no Events yet; Ready: %s", c.condition(t, ns, "orders", jmxv1alpha1.ConditionReady).Message)
+	})
+	retried, evictions := operator.PodMemory(rec)
+	if retried != 2 || evictions != 2 {
+		t.Fatalf("memory of %d pods with retries and %d of evictions, want 2 (a's eviction, flaky's start) and 2 (a's refusal, bare's report): the test proves nothing",
+			retried, evictions)
+	}
+
+	for _, name := range []string{"a", "bare", "flaky"} {
+		if err := c.kube.CoreV1().Pods(ns).Delete(c.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 30*time.Second, "the memory of the gone pods empty", func() (bool, string) {
+		retried, evictions := operator.PodMemory(rec)
+		return retried == 0 && evictions == 0, fmt.Sprintf("%d pods with retries, %d entries of evictions", retried, evictions)
+	})
 }
