@@ -666,8 +666,11 @@ func classify(out inject.Outcome, err error) classified {
 	}
 	if out.Refused != "" {
 		reason := out.Refused
-		if reason == inject.ReasonConfigTooLarge {
+		switch reason {
+		case inject.ReasonConfigTooLarge:
 			reason = jmxv1alpha1.ReasonConfigTooLarge
+		case inject.ReasonOutputTooLarge:
+			reason = jmxv1alpha1.ReasonExecOutputTooLarge
 		}
 		return classified{class: resultFailure, reason: reason, failure: &Failure{Reason: reason, Message: out.Detail}}
 	}
