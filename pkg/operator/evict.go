@@ -120,8 +120,8 @@ func (e *evictions) size() int {
 
 // evictionsOf returns exporter's memory, created when missing.
 func (r *Reconciler) evictionsOf(exporter string) *evictions {
-	r.evictMu.Lock()
-	defer r.evictMu.Unlock()
+	r.evictionsMu.Lock()
+	defer r.evictionsMu.Unlock()
 	e, ok := r.evictions[exporter]
 	if !ok {
 		e = &evictions{skipped: map[types.UID]bool{}, refusals: map[types.UID]string{}}
@@ -132,19 +132,18 @@ func (r *Reconciler) evictionsOf(exporter string) *evictions {
 
 // forgetEvictions drops exporter's memory (deleted, or restartOnRefusal off).
 func (r *Reconciler) forgetEvictions(exporter string) {
-	r.evictMu.Lock()
-	defer r.evictMu.Unlock()
+	r.evictionsMu.Lock()
+	defer r.evictionsMu.Unlock()
 	delete(r.evictions, exporter)
 }
 
-// holdsPod says whether restartOnRefusal's memory of any exporter, or
-// replaceHarmed's, holds the pod with uid.
+// holdsPod says whether restartOnRefusal's memory of any exporter holds
+// the pod with uid. (replaceHarmed's memory, one pod per open breaker, goes
+// after an hour: its lock is held around an eviction, which the pod watch
+// must not wait for.)
 func (r *Reconciler) holdsPod(uid types.UID) bool {
-	r.evictMu.Lock()
-	defer r.evictMu.Unlock()
-	if _, ok := r.harmed[uid]; ok {
-		return true
-	}
+	r.evictionsMu.Lock()
+	defer r.evictionsMu.Unlock()
 	for _, e := range r.evictions {
 		if e.holds(uid) {
 			return true
@@ -154,11 +153,10 @@ func (r *Reconciler) holdsPod(uid types.UID) bool {
 }
 
 // forgetPodEvictions drops the pod with uid, which is gone, from
-// restartOnRefusal's memory of every exporter and from replaceHarmed's.
+// restartOnRefusal's memory of every exporter.
 func (r *Reconciler) forgetPodEvictions(uid types.UID) {
-	r.evictMu.Lock()
-	defer r.evictMu.Unlock()
-	delete(r.harmed, uid)
+	r.evictionsMu.Lock()
+	defer r.evictionsMu.Unlock()
 	for _, e := range r.evictions {
 		e.forget(uid)
 	}

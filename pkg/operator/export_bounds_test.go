@@ -1,12 +1,11 @@
 package operator
 
 // PodMemory is what r remembers of pods: the pods with retry keys of any
-// kind (container starts, evictions), and the pods restartOnRefusal
-// (refusals, pods without a controller reported) and replaceHarmed hold.
+// kind (container starts, evictions), and the entries of restartOnRefusal's
+// memory (refusals, pods without a controller reported).
 func PodMemory(r *Reconciler) (retried, evictions int) {
-	r.evictMu.Lock()
-	defer r.evictMu.Unlock()
-	evictions = len(r.harmed)
+	r.evictionsMu.Lock()
+	defer r.evictionsMu.Unlock()
 	for _, e := range r.evictions {
 		evictions += e.size()
 	}

@@ -189,8 +189,7 @@ func (r *Reconciler) planNoJVM(p *plan, j *job, pod *corev1.Pod, cs corev1.Conta
 // pruneIfGone forgets the in-memory state of pod once the pod cache no
 // longer has it (the pod was deleted, or replaced by one of the same name):
 // every kind of retry key under its UID (its container starts' and its
-// eviction's backoff), and what restartOnRefusal and replaceHarmed remember
-// of it. The pod watch's map function calls it for every pod event (the
+// eviction's backoff), and what restartOnRefusal remembers of it. The pod watch's map function calls it for every pod event (the
 // cache drops a deleted pod before its event is handed out), and every job
 // when it ends, so whichever comes last prunes.
 func (r *Reconciler) pruneIfGone(ctx context.Context, pod *corev1.Pod) {
