@@ -197,7 +197,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	fs.IntVar(&c.budget, "ephemeral-container-budget", operator.DefaultEphemeralContainerBudget,
 		"ephemeral containers the operator adds to one pod in the pod's whole life, injections and reconfigurations together; past it the pod is reported, not patched (env EPHEMERAL_CONTAINER_BUDGET)")
 	fs.IntVar(&c.maxAttempts, "max-attempts", operator.DefaultMaxAttempts,
-		"transiently failed attempts allowed on one container start, with either strategy; then TooManyAttempts (env MAX_ATTEMPTS)")
+		"transiently failed attempts allowed on one container start, with either strategy, and reloads of one config on one container start; then TooManyAttempts (env MAX_ATTEMPTS)")
 	fs.StringVar(&c.agentImage, "agent-image", jmxv1alpha1.DefaultAgentImage,
 		"agent image of the EphemeralContainer strategy, for exporters that leave spec.agent.image empty, and always allowed; when not set, the operator's own image, read from its pod (POD_NAMESPACE, POD_NAME), and this default only outside a cluster (env AGENT_IMAGE)")
 	allowed := fs.String("allowed-agent-images", "",

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -36,6 +38,19 @@ const (
 	// stdin passed on, then removes it and its directory.
 	runScript = `"$0" "$@"; rc=$?; rm -f -- "$0"; rmdir -- "${0%/*}" 2>/dev/null; exit $rc`
 )
+
+// MaxExecOutput bounds what the Exec strategy reads of each of an exec's
+// stdout and stderr: the first MaxExecOutput bytes are kept, and once more
+// arrive the exec is stopped and the outcome is ReasonOutputTooLarge. The
+// target's own /bin/sh runs both commands, so what they print is the
+// target's to choose; jmx-attach prints one line of JSON per JVM.
+const MaxExecOutput = 256 << 10
+
+// ReasonOutputTooLarge is Outcome.Refused when an exec printed more than
+// MaxExecOutput bytes on stdout or stderr (the target's /bin/sh prints
+// without end, say): nothing more is read, and asking again would read the
+// same.
+const ReasonOutputTooLarge = "ExecOutputTooLarge"
 
 // Exec is the Strategy that runs jmx-attach inside the JVM's own container
 // through the pods/exec API. It needs the operator to be allowed to create
@@ -87,8 +102,14 @@ func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (
 		return Outcome{}, fmt.Errorf("open jmx-attach: %w", err)
 	}
 	defer helper.Close()
-	var stdout, stderr bytes.Buffer
-	if err := s.exec(ctx, t, []string{"/bin/sh", "-c", stageScript}, helper, &stdout, &stderr); err != nil {
+	ectx, stop := context.WithCancel(ctx)
+	defer stop()
+	stdout, stderr := &limitedBuffer{limit: MaxExecOutput, stop: stop}, &limitedBuffer{limit: MaxExecOutput, stop: stop}
+	err = s.exec(ectx, t, []string{"/bin/sh", "-c", stageScript}, helper, stdout, stderr)
+	if over := tooMuchOutput(t, stdout, stderr); over != nil {
+		return *over, nil
+	}
+	if err != nil {
 		if refusedPatch(err) {
 			return Outcome{Refused: ReasonPatchRefused, Detail: truncate(fmt.Sprintf(
 				"the API server refused the exec into %s: %v", t, err), 1024)}, nil
@@ -96,31 +117,33 @@ func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (
 		if noShell(err, stderr.String()) {
 			return Outcome{Refused: ReasonShellNotFound, Detail: fmt.Sprintf(
 				"the Exec strategy needs /bin/sh, mktemp, cat and chmod in container %s (%v); use the EphemeralContainer strategy, which needs nothing in the image",
-				t.Container, truncate(firstNonEmpty(stderr.String(), err.Error()), 200))}, nil
+				t.Container, oneLine(firstNonEmpty(stderr.String(), err.Error()), 200))}, nil
 		}
-		return Outcome{}, fmt.Errorf("copy jmx-attach into %s: %w: %s", t, err, truncate(stderr.String(), 300))
+		return Outcome{}, fmt.Errorf("copy jmx-attach into %s: %w: %s", t, err, oneLine(stderr.String(), 300))
 	}
 	staged := strings.TrimSpace(stdout.String())
 	if !path.IsAbs(staged) || path.Clean(staged) != staged || strings.ContainsAny(staged, "\n\x00") || path.Base(staged) != "jmx-attach" {
-		return Outcome{}, fmt.Errorf("copy jmx-attach into %s: unexpected path %q", t, truncate(staged, 100))
+		return Outcome{}, fmt.Errorf("copy jmx-attach into %s: unexpected path %q", t, oneLine(staged, 100))
 	}
-	stdout.Reset()
-	stderr.Reset()
+	stdout, stderr = &limitedBuffer{limit: MaxExecOutput, stop: stop}, &limitedBuffer{limit: MaxExecOutput, stop: stop}
 	cmd := append([]string{"/bin/sh", "-c", runScript, staged}, args...)
 	// Once the bundle is sent, jmx-attach waits (up to Request.Wait for a
 	// JVM to appear) with the exec open: that wait holds no slot of the
 	// operator's pool.
 	in := &idleAtEOF{ctx: ctx, r: bytes.NewReader(stdin)}
-	err = s.exec(ctx, t, cmd, in, &stdout, &stderr)
+	err = s.exec(ectx, t, cmd, in, stdout, stderr)
 	in.done()
 	if rerr := Resume(ctx); rerr != nil && err == nil {
 		return Outcome{}, rerr
+	}
+	if over := tooMuchOutput(t, stdout, stderr); over != nil {
+		return *over, nil
 	}
 	code := 0
 	if err != nil {
 		var exitErr utilexec.ExitError
 		if !errors.As(err, &exitErr) {
-			return Outcome{}, fmt.Errorf("exec jmx-attach in %s: %w: %s", t, err, truncate(stderr.String(), 300))
+			return Outcome{}, fmt.Errorf("exec jmx-attach in %s: %w: %s", t, err, oneLine(stderr.String(), 300))
 		}
 		code = exitErr.ExitStatus()
 	}
@@ -128,7 +151,122 @@ func (s *Exec) run(ctx context.Context, t Target, args []string, stdin []byte) (
 	if code != 0 && len(bytes.TrimSpace(out)) == 0 {
 		out = stderr.Bytes()
 	}
-	return parseOutcome(out, code)
+	o, err := parseOutcome(out, code)
+	return untrusted(o), err
+}
+
+// limitedBuffer keeps the first limit bytes written to it and counts the
+// rest; the first write past limit calls stop (which ends the exec). It is
+// written by the exec's stream copier and read once the exec returned.
+type limitedBuffer struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	limit int
+	total int64
+	stop  func()
+}
+
+// Write keeps what fits and never fails, so that the stream is drained
+// until the exec ends.
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.total += int64(len(p))
+	if room := b.limit - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(room, len(p))])
+	}
+	if b.total > int64(b.limit) && b.stop != nil {
+		b.stop()
+		b.stop = nil
+	}
+	return len(p), nil
+}
+
+// over says whether more than limit bytes were written, and how many.
+func (b *limitedBuffer) over() (bool, int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total > int64(b.limit), b.total
+}
+
+// Bytes are the bytes kept.
+func (b *limitedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Bytes()
+}
+
+func (b *limitedBuffer) String() string { return string(b.Bytes()) }
+
+// tooMuchOutput is the outcome ReasonOutputTooLarge when either stream went
+// past its bound, nil otherwise.
+func tooMuchOutput(t Target, stdout, stderr *limitedBuffer) *Outcome {
+	for _, s := range []struct {
+		name string
+		b    *limitedBuffer
+	}{{"stdout", stdout}, {"stderr", stderr}} {
+		if over, n := s.b.over(); over {
+			return &Outcome{Refused: ReasonOutputTooLarge, Detail: fmt.Sprintf(
+				"the exec into container %s printed more than %d bytes on %s (%d read before it was stopped; it begins %q): "+
+					"the Exec strategy reads at most %d bytes of each stream; the container's /bin/sh or its environment prints without end; "+
+					"use the EphemeralContainer strategy, which runs nothing of the image",
+				t.Container, MaxExecOutput, s.name, n, oneLine(s.b.String(), 80), MaxExecOutput)}
+		}
+	}
+	return nil
+}
+
+// oneLine is s, which the target printed, made fit for a message: one line
+// of printable characters (each control character, newline included, and
+// each invalid byte becomes a space or U+FFFD), at most n bytes.
+func oneLine(s string, n int) string {
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if b.Len() >= n {
+			return strings.TrimSpace(b.String()) + "…"
+		}
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			b.WriteByte(' ')
+		case !unicode.IsPrint(r):
+			b.WriteRune('\uFFFD')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// reasonWord says whether s may be a jmx-attach reason: lower-case words
+// joined by hyphens, at most 64 bytes ("" is no reason).
+func reasonWord(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// untrusted is o with every text the target printed made one printable
+// line of bounded length: jmx-attach ran in the target's container, where
+// anything may stand in for it.
+func untrusted(o Outcome) Outcome {
+	o.Detail = oneLine(o.Detail, 512)
+	for i := range o.Results {
+		r := &o.Results[i]
+		r.MainClass, r.Message, r.Note = oneLine(r.MainClass, 256), oneLine(r.Message, 1024), oneLine(r.Note, 512)
+		r.Host, r.AgentPath, r.ConfigPath, r.JavaVersion = oneLine(r.Host, 256), oneLine(r.AgentPath, 256), oneLine(r.ConfigPath, 256), oneLine(r.JavaVersion, 64)
+		if !reasonWord(string(r.Reason)) {
+			// It becomes an Event's reason: only jmx-attach's own words.
+			r.Message = oneLine("jmx-attach reported an unknown reason "+strconv.Quote(oneLine(string(r.Reason), 64))+": "+r.Message, 1024)
+			r.Reason = jvm.ReasonInternal
+		}
+	}
+	return o
 }
 
 // idleAtEOF reads r and gives back the pool slot of ctx's job (Idle) when r

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,15 +56,72 @@ const evictionVisibleWithin = 30 * time.Second
 // it.
 type evictions struct {
 	// skipped are the pods without a controller already reported by an
-	// Event; refusals are the last refusal of each pod's eviction.
+	// Event; refusals are the last refusal of each pod's eviction. mu
+	// guards both: the exporter's look changes them, and the pod watch
+	// drops the pods that are gone (pruneIfGone).
+	mu       sync.Mutex
 	skipped  map[types.UID]bool
 	refusals map[types.UID]string
 }
 
+// skip records that the pod with uid, which has no controller, is reported,
+// and says whether it was not already.
+func (e *evictions) skip(uid types.UID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.skipped[uid] {
+		return false
+	}
+	e.skipped[uid] = true
+	return true
+}
+
+// refusal is the last refusal of the eviction of the pod with uid ("" when
+// none).
+func (e *evictions) refusal(uid types.UID) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.refusals[uid]
+}
+
+// refused records why the eviction of the pod with uid was refused; ""
+// forgets it.
+func (e *evictions) refused(uid types.UID, why string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if why == "" {
+		delete(e.refusals, uid)
+		return
+	}
+	e.refusals[uid] = why
+}
+
+// holds says whether the memory has the pod with uid.
+func (e *evictions) holds(uid types.UID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.skipped[uid] || e.refusals[uid] != ""
+}
+
+// forget drops the pod with uid.
+func (e *evictions) forget(uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.skipped, uid)
+	delete(e.refusals, uid)
+}
+
+// size is the number of entries.
+func (e *evictions) size() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.skipped) + len(e.refusals)
+}
+
 // evictionsOf returns exporter's memory, created when missing.
 func (r *Reconciler) evictionsOf(exporter string) *evictions {
-	r.evictMu.Lock()
-	defer r.evictMu.Unlock()
+	r.evictionsMu.Lock()
+	defer r.evictionsMu.Unlock()
 	e, ok := r.evictions[exporter]
 	if !ok {
 		e = &evictions{skipped: map[types.UID]bool{}, refusals: map[types.UID]string{}}
@@ -74,9 +132,34 @@ func (r *Reconciler) evictionsOf(exporter string) *evictions {
 
 // forgetEvictions drops exporter's memory (deleted, or restartOnRefusal off).
 func (r *Reconciler) forgetEvictions(exporter string) {
-	r.evictMu.Lock()
-	defer r.evictMu.Unlock()
+	r.evictionsMu.Lock()
+	defer r.evictionsMu.Unlock()
 	delete(r.evictions, exporter)
+}
+
+// holdsPod says whether restartOnRefusal's memory of any exporter holds
+// the pod with uid. (replaceHarmed's memory, one pod per open breaker, goes
+// after an hour: its lock is held around an eviction, which the pod watch
+// must not wait for.)
+func (r *Reconciler) holdsPod(uid types.UID) bool {
+	r.evictionsMu.Lock()
+	defer r.evictionsMu.Unlock()
+	for _, e := range r.evictions {
+		if e.holds(uid) {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetPodEvictions drops the pod with uid, which is gone, from
+// restartOnRefusal's memory of every exporter.
+func (r *Reconciler) forgetPodEvictions(uid types.UID) {
+	r.evictionsMu.Lock()
+	defer r.evictionsMu.Unlock()
+	for _, e := range r.evictions {
+		e.forget(uid)
+	}
 }
 
 // onlyAttachRefused says whether every failure of the plan is AttachRefused.
@@ -168,8 +251,7 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 			continue
 		}
 		bare = append(bare, pod.Name)
-		if !st.skipped[pod.UID] {
-			st.skipped[pod.UID] = true
+		if st.skip(pod.UID) {
 			msg := fmt.Sprintf("pod %s refuses a live attach and has no controller: evicting it would only delete it, so restartOnRefusal leaves it; "+
 				"recreate it yourself, and the new pod gets the agent at start", pod.Name)
 			log.Warnf("operator: %s: %s", key, msg)
@@ -324,7 +406,7 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 	for _, c := range candidates {
 		if wait := r.retries.wait(evictKey(c)); wait > 0 {
 			requeue(wait)
-			if why := st.refusals[c.UID]; why != "" {
+			if why := st.refusal(c.UID); why != "" {
 				notes = append(notes, fmt.Sprintf("the eviction of pod %s was refused (%s); retried with backoff", c.Name, why))
 			}
 			continue
@@ -369,7 +451,7 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 	switch {
 	case err == nil:
 		r.retries.forget(evictKey(pod))
-		delete(st.refusals, uid)
+		st.refused(uid, "")
 		msg := fmt.Sprintf("evicted pod %s, whose JVM refuses a live attach (spec.injection.restartOnRefusal): its %s %s recreates it, and the new pod "+
 			"gets the agent at start; the exporter's next refused pod waits until this one is gone and its replacement runs", pod.Name, owner.Kind, owner.Name)
 		log.Infof("operator: %s: %s", key, msg)
@@ -389,7 +471,7 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 		case apierrors.IsForbidden(err):
 			why = "forbidden: the operator needs create on pods/eviction (or turn restartOnRefusal off): " + why
 		}
-		st.refusals[uid] = why
+		st.refused(uid, why)
 		msg := fmt.Sprintf("the eviction of pod %s (restartOnRefusal) was refused: %s; retried with backoff", pod.Name, why)
 		log.Warnf("operator: %s: %s (next in %s)", key, msg, backoff.Round(time.Second))
 		rec.Event(podRef(pod), corev1.EventTypeWarning, EventEvictionRefused, msg)

@@ -202,7 +202,8 @@ func showsRecords(pod *corev1.Pod, written map[string]ContainerRecord) bool {
 	for name, w := range written {
 		c, ok := rec.current(name, w.ContainerID)
 		if !ok || c.ConfigHash != w.ConfigHash || c.Attempts != w.Attempts || c.Generation != w.Generation ||
-			(c.Rejected == nil) != (w.Rejected == nil) || c.NoJVM != w.NoJVM || c.Looks != w.Looks || c.LooksEnded != w.LooksEnded {
+			(c.Rejected == nil) != (w.Rejected == nil) || c.NoJVM != w.NoJVM || c.Looks != w.Looks || c.LooksEnded != w.LooksEnded ||
+			(c.Reloads == nil) != (w.Reloads == nil) || c.Reloads != nil && *c.Reloads != *w.Reloads {
 			return false
 		}
 	}
@@ -324,15 +325,9 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 	if rec.class == resultRetry {
 		attempts++
 		last := rec.reason + ": " + rec.message
-		switch {
-		case errors.Is(err, inject.ErrTooManyAttempts):
-			rec = classified{class: resultFailure, reason: jmxv1alpha1.ReasonTooManyAttempts, failure: &Failure{
-				Reason: jmxv1alpha1.ReasonTooManyAttempts, Message: truncateMsg(err.Error()+lastCause(t.previous.LastError), 2048)}}
-		case attempts >= r.opts.MaxAttempts:
-			rec = classified{class: resultFailure, reason: jmxv1alpha1.ReasonTooManyAttempts, failure: &Failure{
-				Reason: jmxv1alpha1.ReasonTooManyAttempts, Message: truncateMsg(fmt.Sprintf(
-					"%d attempts on this container start failed; the last cause: %s; restart the container, or change the exporter, to try again", attempts, last), 2048)}}
-		default:
+		if f := tooManyAttempts(err, attempts, r.opts.MaxAttempts, last, t.previous.LastError); f != nil {
+			rec = classified{class: resultFailure, reason: f.Reason, failure: f}
+		} else {
 			backoff := r.retries.failed(key)
 			r.metrics.observe(j.strategy.Name(), resultRetry, rec.reason, took)
 			msg := fmt.Sprintf("injecting %s failed (attempt %d of %d), retrying in %s: %s", target, attempts, r.opts.MaxAttempts,
@@ -462,6 +457,22 @@ func repeatsPreviousStart(cs corev1.ContainerStatus, t task, c ContainerRecord) 
 	return true
 }
 
+// tooManyAttempts is the bound of transiently failed attempts on one
+// container start, for loads and reloads alike: the TooManyAttempts failure
+// when the strategy met its own bound (err is inject.ErrTooManyAttempts) or
+// attempts, this one included, reached max; nil otherwise. last is this
+// attempt's cause, previous the last cause recorded before it.
+func tooManyAttempts(err error, attempts, max int, last, previous string) *Failure {
+	switch {
+	case errors.Is(err, inject.ErrTooManyAttempts):
+		return &Failure{Reason: jmxv1alpha1.ReasonTooManyAttempts, Message: truncateMsg(err.Error()+lastCause(previous), 2048)}
+	case attempts >= max:
+		return &Failure{Reason: jmxv1alpha1.ReasonTooManyAttempts, Message: truncateMsg(fmt.Sprintf(
+			"%d attempts on this container start failed; the last cause: %s; restart the container, or change the exporter, to try again", attempts, last), 2048)}
+	}
+	return nil
+}
+
 func lastCause(s string) string {
 	if s == "" {
 		return ""
@@ -524,12 +535,17 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 	}
 	exporterRef := r.exporterRef(j)
 	if err != nil && rejected == nil {
-		backoff := r.retries.failed(key)
-		r.metrics.observe(j.strategy.Name()+"/reconfigure", resultRetry, "ReconfigureFailed", took)
-		msg := fmt.Sprintf("giving %s the new config failed, retrying in %s: %v", target, backoff.Round(time.Second), err)
-		r.op.Logger().Warn("operator: " + msg)
-		r.event(j.pod, exporterRef, corev1.EventTypeWarning, "ReconfigureRetry", msg)
-		return
+		// Bounded as loads are (tooManyAttempts), counted in the pod's
+		// record: past the bound the config is not offered again until it
+		// changes or the container restarts.
+		attempts, previous := t.previous.reloadAttempts(j.configHash)
+		attempts++
+		f := tooManyAttempts(err, attempts, r.opts.MaxAttempts, err.Error(), previous)
+		if f == nil {
+			r.reloadFailed(ctx, j, t, target, attempts, err, took)
+			return
+		}
+		rejected = &Rejection{ConfigHash: j.configHash, Reason: f.Reason, Message: f.Message}
 	}
 	r.retries.forget(key)
 	var written ContainerRecord
@@ -546,6 +562,7 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 		} else {
 			c.ConfigHash, c.Generation, c.ConfiguredAt, c.Note, c.Rejected = j.configHash, j.generation, &now, strings.Join(notes, "; "), nil
 		}
+		c.Reloads = nil
 		pr.Containers[cs.Name] = c
 		written, applied = c, true
 	}); err != nil {
@@ -568,6 +585,37 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 		msg += "; note: " + strings.Join(notes, "; ")
 	}
 	r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Reconfigured", msg)
+}
+
+// reloadFailed records a reload that failed transiently, attempt attempts
+// of the bound, in the pod's record (so that the bound holds across
+// operator restarts), and says so; the retry waits for the backoff.
+func (r *Reconciler) reloadFailed(ctx context.Context, j *job, t task, target inject.Target, attempts int, err error, took time.Duration) {
+	cs := t.container
+	backoff := r.retries.failed(retryKey(j.pod, cs.Name, cs.ContainerID))
+	r.metrics.observe(j.strategy.Name()+"/reconfigure", resultRetry, "ReconfigureFailed", took)
+	msg := fmt.Sprintf("giving %s the new config failed (attempt %d of %d), retrying in %s: %v", target, attempts, r.opts.MaxAttempts,
+		backoff.Round(time.Second), err)
+	r.op.Logger().Warn("operator: " + msg)
+	r.event(j.pod, r.exporterRef(j), corev1.EventTypeWarning, "ReconfigureRetry", msg)
+	var written ContainerRecord
+	applied := false
+	if _, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
+		applied = false
+		c, ok := pr.Containers[cs.Name]
+		if !ok || c.ContainerID != cs.ContainerID {
+			return
+		}
+		c.Reloads = &ReloadAttempts{ConfigHash: j.configHash, Attempts: attempts, LastError: truncateMsg(err.Error(), 1024)}
+		pr.Containers[cs.Name] = c
+		written, applied = c, true
+	}); err != nil {
+		r.op.Logger().Warnf("operator: record the reload attempt on %s: %v", target, err)
+		return
+	}
+	if applied {
+		j.written[cs.Name] = written
+	}
 }
 
 // exporterRef is enough of the exporter for an Event.
@@ -621,8 +669,11 @@ func classify(out inject.Outcome, err error) classified {
 	}
 	if out.Refused != "" {
 		reason := out.Refused
-		if reason == inject.ReasonConfigTooLarge {
+		switch reason {
+		case inject.ReasonConfigTooLarge:
 			reason = jmxv1alpha1.ReasonConfigTooLarge
+		case inject.ReasonOutputTooLarge:
+			reason = jmxv1alpha1.ReasonExecOutputTooLarge
 		}
 		return classified{class: resultFailure, reason: reason, failure: &Failure{Reason: reason, Message: out.Detail}}
 	}

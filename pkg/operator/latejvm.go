@@ -186,14 +186,15 @@ func (r *Reconciler) planNoJVM(p *plan, j *job, pod *corev1.Pod, cs corev1.Conta
 	j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: true, lateLook: true})
 }
 
-// pruneIfGone forgets the in-memory state of pod (its retries) once the pod
-// cache no longer has it: the pod was deleted, or replaced by one of the
-// same name. The pod watch's map function calls it for every pod event (the
+// pruneIfGone forgets the in-memory state of pod once the pod cache no
+// longer has it (the pod was deleted, or replaced by one of the same name):
+// every kind of retry key under its UID (its container starts' and its
+// eviction's backoff), and what restartOnRefusal remembers of it. The pod watch's map function calls it for every pod event (the
 // cache drops a deleted pod before its event is handed out), and every job
 // when it ends, so whichever comes last prunes.
 func (r *Reconciler) pruneIfGone(ctx context.Context, pod *corev1.Pod) {
 	uid := string(pod.UID)
-	if !r.retries.hasPod(uid) {
+	if !r.retries.hasPod(uid) && !r.holdsPod(pod.UID) {
 		return
 	}
 	var live corev1.Pod
@@ -201,5 +202,6 @@ func (r *Reconciler) pruneIfGone(ctx context.Context, pod *corev1.Pod) {
 	err := r.read.Get(ctx, &live, query.FromWatch(WatchPods))
 	if apierrors.IsNotFound(err) || err == nil && string(live.UID) != uid {
 		r.retries.forgetPod(uid)
+		r.forgetPodEvictions(pod.UID)
 	}
 }

@@ -137,7 +137,8 @@ type Options struct {
 	// Default DefaultReplacementWait.
 	ReplacementWait time.Duration
 	// MaxAttempts bounds the transiently failed attempts on one container
-	// start, with either strategy. Default DefaultMaxAttempts.
+	// start, with either strategy, and the transiently failed reloads of
+	// one config on one container start. Default DefaultMaxAttempts.
 	MaxAttempts int
 	// EphemeralContainerBudget is how many ephemeral containers the
 	// operator adds to one pod in its whole life, injections and

@@ -56,10 +56,12 @@ type Reconciler struct {
 	refusedMu sync.Mutex
 	refused   map[string]refusal
 	// evictions is restartOnRefusal's memory per exporter (namespace/name;
-	// evictMu guards the map, evict.go).
-	evictMu   sync.Mutex
-	evictions map[string]*evictions
-	// harmed is replaceHarmed's memory per pod (evictMu guards it too,
+	// evictionsMu guards the map, evict.go). evictMu is held around a
+	// harmed pod's eviction; the pod watch takes evictionsMu only.
+	evictionsMu sync.Mutex
+	evictMu     sync.Mutex
+	evictions   map[string]*evictions
+	// harmed is replaceHarmed's memory per pod (evictMu guards it,
 	// atstartbreaker.go).
 	harmed map[types.UID]*harmedTry
 	// pacer decides when a changed status is written (status.go).

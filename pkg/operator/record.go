@@ -136,6 +136,10 @@ type ContainerRecord struct {
 	// Rejected is the last config the agents refused on reload (they keep
 	// serving ConfigHash); it is not offered again until the config changes.
 	Rejected *Rejection `json:"rejected,omitempty"`
+	// Reloads counts the reloads of a new config on this container start
+	// that failed transiently. Past the operator's bound (the one of loads)
+	// that config is Rejected with reason TooManyAttempts.
+	Reloads *ReloadAttempts `json:"reloads,omitempty"`
 	// Note is the agents' remark on the config in force, such as a changed
 	// httpServer section that takes effect at the JVM's next start.
 	Note string `json:"note,omitempty"`
@@ -170,6 +174,26 @@ type Rejection struct {
 	Reason string `json:"reason,omitempty"`
 	// Message is the agent's (the collector's) message.
 	Message string `json:"message,omitempty"`
+}
+
+// ReloadAttempts are the transiently failed reloads of one config on one
+// container start.
+type ReloadAttempts struct {
+	// ConfigHash identifies the config (as ContainerRecord.ConfigHash).
+	ConfigHash string `json:"configHash"`
+	// Attempts is how many reloads of it failed; LastError is the last
+	// one's cause.
+	Attempts  int    `json:"attempts"`
+	LastError string `json:"lastError,omitempty"`
+}
+
+// reloadAttempts is how many reloads of the config with hash failed
+// transiently on the record's container start.
+func (c ContainerRecord) reloadAttempts(hash string) (int, string) {
+	if c.Reloads == nil || c.Reloads.ConfigHash != hash {
+		return 0, ""
+	}
+	return c.Reloads.Attempts, c.Reloads.LastError
 }
 
 // settled says whether the record holds an outcome of its container start

@@ -15,6 +15,9 @@
 //   - Memcached: Debian's memcached binary and the shared libraries it
 //     links, run as nobody; the memcached example operator's servers.
 //   - MemcachedOperator: the memcached example operator, static.
+//   - ChattyShell: a static program that is its entrypoint and its /bin/sh,
+//     which prints without end; the Exec strategy's target that prints more
+//     than the operator reads.
 //
 // Archives are written into a directory as docker-archive tarballs; slow
 // inputs (the debootstrap root filesystem and its layer) are cached.

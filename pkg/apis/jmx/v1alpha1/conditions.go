@@ -265,7 +265,12 @@ const (
 	ReasonEphemeralContainerBudgetExhausted = "EphemeralContainerBudgetExhausted"
 	// ReasonTooManyAttempts: every attempt the operator allows for one
 	// container start failed transiently; the message names the last cause.
+	// For a reload (ConfigApplied=False), every attempt at one config.
 	ReasonTooManyAttempts = "TooManyAttempts"
+	// ReasonExecOutputTooLarge: an exec of the Exec strategy printed more
+	// than the operator reads of each stream (inject.MaxExecOutput, 256 KiB):
+	// the exec was stopped; the target's /bin/sh prints without end.
+	ReasonExecOutputTooLarge = "ExecOutputTooLarge"
 	// ReasonJVMEnded: the JVM ended while its agent was being loaded
 	// (jmx-attach's process-gone); it trips the circuit breaker
 	// (ReasonJVMEndedAfterInjection).
