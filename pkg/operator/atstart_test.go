@@ -631,3 +631,46 @@ func TestWithoutTheWebhookAtStartModesSaySo(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 }
+
+// TestARefusedEvictionDoesNotHoldTheHandler: a PodDisruptionBudget whose
+// status no controller has written yet makes the eviction API answer 429
+// with a Retry-After; client-go's own retries of it (ten, each after the
+// Retry-After) held the exporter's handler for about 100 s per look. The
+// operator asks once and retries on its own backoff between looks: the
+// refusal is reported, and tried again, within a minute.
+func TestARefusedEvictionDoesNotHoldTheHandler(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3*time.Minute)
+	ns := c.namespace(t, "pdb-unobserved")
+	labels := map[string]string{"app": "orders"}
+	c.createPod(t, ns, podSpec{name: "a", labels: labels, owner: replicaSet("orders-1")}, "containerd://a1")
+	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Create(c.ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr(intstr.FromInt32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
+	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
+		return refusedBy(jvm.ReasonDynamicLoadingDisabled, "-XX:-EnableDynamicAgentLoading"), nil
+	})
+	c.runOperator(t, ns, operator.Options{Resync: time.Second,
+		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}})
+	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeBoth, true))
+	waitUntil(t, time.Minute, "the eviction refused twice", func() (bool, string) {
+		list, err := c.kube.CoreV1().Events(ns).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod,involvedObject.name=a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.Reason == operator.EventEvictionRefused && strings.Contains(e.Message, "429") {
+				return e.Count >= 2, fmt.Sprintf("count %d: %s", e.Count, e.Message)
+			}
+		}
+		return false, "no EvictionRefused Event"
+	})
+	if _, err := c.kube.CoreV1().Pods(ns).Get(c.ctx, "a", metav1.GetOptions{}); err != nil {
+		t.Fatalf("pod a is gone although its budget allows no disruption: %v", err)
+	}
+}

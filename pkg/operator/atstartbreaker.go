@@ -10,7 +10,6 @@ import (
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -260,11 +259,7 @@ func (r *Reconciler) replaceHarmed(ctx context.Context, ex *jmxv1alpha1.Promethe
 		p.retryIn = minPositive(p.retryIn, wait)
 		return
 	}
-	uid := pod.UID
-	err = r.opts.Client.CoreV1().Pods(pod.Namespace).EvictV1(ctx, &policyv1.Eviction{
-		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
-	})
+	err = evictOnce(ctx, r.opts.Client, pod)
 	switch {
 	case err == nil:
 		say(try, corev1.EventTypeNormal, jmxv1alpha1.ReasonHarmedPodReplaced, fmt.Sprintf(

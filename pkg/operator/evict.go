@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
@@ -437,10 +439,7 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 	if !save() {
 		return
 	}
-	err := r.opts.Client.CoreV1().Pods(pod.Namespace).EvictV1(ctx, &policyv1.Eviction{
-		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
-	})
+	err := evictOnce(ctx, r.opts.Client, pod)
 	if err != nil {
 		// Not under way: forget it (if this write fails, the record is
 		// dropped once the pod is seen untouched past
@@ -590,4 +589,24 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// evictOnce asks the eviction API to evict pod (its UID as a precondition),
+// once: the client's own retries are off. A PodDisruptionBudget's refusal
+// (429, with a Retry-After) would otherwise be retried up to ten times
+// inside the call, holding the exporter's handler for about 100 s; the
+// callers retry with their own backoff, between looks.
+func evictOnce(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) error {
+	uid := pod.UID
+	ev := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+	}
+	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || rc == nil {
+		// A client without a REST client of its own (a fake, in unit tests).
+		return client.CoreV1().Pods(pod.Namespace).EvictV1(ctx, ev)
+	}
+	return rc.Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("eviction").
+		MaxRetries(0).Body(ev).Do(ctx).Error()
 }
