@@ -419,14 +419,7 @@ func TestRestartOnRefusalRespectsPodDisruptionBudgets(t *testing.T) {
 	ns := c.namespace(t, "pdb")
 	labels := map[string]string{"app": "orders"}
 	c.createPod(t, ns, podSpec{name: "a", labels: labels, owner: replicaSet("orders-1")}, "containerd://a1")
-	pdb, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Create(c.ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "orders"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr(intstr.FromInt32(0)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pdb := c.noDisruptionBudget(t, ns, labels)
 	budget := func(allowed int32) {
 		t.Helper()
 		for try := 0; ; try++ {
@@ -455,18 +448,7 @@ func TestRestartOnRefusalRespectsPodDisruptionBudgets(t *testing.T) {
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeBoth, true))
 
 	// Refused, reported, and tried again (the Event's count grows).
-	waitUntil(t, time.Minute, "the eviction refused twice", func() (bool, string) {
-		list, err := c.kube.CoreV1().Events(ns).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod,involvedObject.name=a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range list.Items {
-			if e.Reason == operator.EventEvictionRefused && strings.Contains(e.Message, "429") && strings.Contains(e.Message, "disruption budget") {
-				return e.Count >= 2, fmt.Sprintf("count %d: %s", e.Count, e.Message)
-			}
-		}
-		return false, "no EvictionRefused Event"
-	})
+	c.waitEvictionRefusedTwice(t, ns, "a")
 	// Ready's message is written at the status' pace (operator.StatusDelay).
 	waitUntil(t, 2*operator.StatusDelay, "Ready AttachRefused naming the refused eviction", func() (bool, string) {
 		ready := *findCond(c.exporter(t, ns, "orders"), jmxv1alpha1.ConditionReady)
@@ -644,13 +626,7 @@ func TestARefusedEvictionDoesNotHoldTheHandler(t *testing.T) {
 	ns := c.namespace(t, "pdb-unobserved")
 	labels := map[string]string{"app": "orders"}
 	c.createPod(t, ns, podSpec{name: "a", labels: labels, owner: replicaSet("orders-1")}, "containerd://a1")
-	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Create(c.ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "orders"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr(intstr.FromInt32(0)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.noDisruptionBudget(t, ns, labels)
 	s := &scripted{name: string(jmxv1alpha1.InjectionEphemeralContainer)}
 	s.setAnswer(func(cl call, r inject.Request) (inject.Outcome, error) {
 		return refusedBy(jvm.ReasonDynamicLoadingDisabled, "-XX:-EnableDynamicAgentLoading"), nil
@@ -658,8 +634,34 @@ func TestARefusedEvictionDoesNotHoldTheHandler(t *testing.T) {
 	c.runOperator(t, ns, operator.Options{Resync: time.Second,
 		Strategies: map[jmxv1alpha1.InjectionStrategy]inject.Strategy{jmxv1alpha1.InjectionEphemeralContainer: s}})
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeBoth, true))
-	waitUntil(t, time.Minute, "the eviction refused twice", func() (bool, string) {
-		list, err := c.kube.CoreV1().Events(ns).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod,involvedObject.name=a"})
+	c.waitEvictionRefusedTwice(t, ns, "a")
+	if _, err := c.kube.CoreV1().Pods(ns).Get(c.ctx, "a", metav1.GetOptions{}); err != nil {
+		t.Fatalf("pod a is gone although its budget allows no disruption: %v", err)
+	}
+}
+
+// noDisruptionBudget creates PodDisruptionBudget orders in ns, which allows
+// no disruption of the pods labels select; its status is left to the test.
+func (c *cluster) noDisruptionBudget(t *testing.T, ns string, labels map[string]string) *policyv1.PodDisruptionBudget {
+	t.Helper()
+	pdb, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Create(c.ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr(intstr.FromInt32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pdb
+}
+
+// waitEvictionRefusedTwice waits until pod's EvictionRefused Event, a 429
+// of the eviction API, has been counted twice: refused, reported, and tried
+// again.
+func (c *cluster) waitEvictionRefusedTwice(t *testing.T, ns, pod string) {
+	t.Helper()
+	waitUntil(t, time.Minute, "the eviction of "+pod+" refused twice", func() (bool, string) {
+		list, err := c.kube.CoreV1().Events(ns).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + pod})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -670,7 +672,4 @@ func TestARefusedEvictionDoesNotHoldTheHandler(t *testing.T) {
 		}
 		return false, "no EvictionRefused Event"
 	})
-	if _, err := c.kube.CoreV1().Pods(ns).Get(c.ctx, "a", metav1.GetOptions{}); err != nil {
-		t.Fatalf("pod a is gone although its budget allows no disruption: %v", err)
-	}
 }

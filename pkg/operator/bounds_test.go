@@ -8,7 +8,6 @@ import (
 
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject"
@@ -117,14 +116,7 @@ func TestTheMemoryOfGonePodsIsEmpty(t *testing.T) {
 	// The test plays the disruption controller: the budget's status allows
 	// no disruption (an unobserved budget has the API server ask the client
 	// to retry in 10 s, which client-go does, ten times).
-	pdb, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).Create(c.ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "orders"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr(intstr.FromInt32(0)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pdb := c.noDisruptionBudget(t, ns, labels)
 	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: 3, DesiredHealthy: 3, ExpectedPods: 3}
 	if _, err := c.kube.PolicyV1().PodDisruptionBudgets(ns).UpdateStatus(c.ctx, pdb, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
