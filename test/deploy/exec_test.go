@@ -202,7 +202,7 @@ func TestOperatorDefaultsAreTheDefaultInstalls(t *testing.T) {
 	// The chart's deployment.yaml passes these.
 	for _, f := range []string{"strategies", "default-strategy", "agent-image", "allowed-agent-images", "pod-monitors",
 		"metrics-service", "leader-election", "leader-lock", "log-format", "webhook", "webhook-service", "webhook-secret",
-		"webhook-configuration", "webhook-external-certs", "at-start-delivery"} {
+		"webhook-configuration", "webhook-external-certs", "at-start-delivery", "at-start-image-config", "at-start-unreadable-image"} {
 		if !strings.Contains(help, "\n  -"+f+" ") && !strings.Contains(help, "\n  -"+f+"\n") {
 			t.Errorf("the operator has no flag -%s, which the chart passes", f)
 		}
@@ -211,7 +211,8 @@ func TestOperatorDefaultsAreTheDefaultInstalls(t *testing.T) {
 	// names are these (webhook_test.go).
 	_, port, _ := net.SplitHostPort(webhook.DefaultAddr)
 	for flag, want := range map[string]string{"webhook": "on", "webhook-service": webhookService, "webhook-secret": webhookSecret,
-		"webhook-configuration": webhookConfig, "webhook-addr": ":" + port, "at-start-delivery": "image-volume"} {
+		"webhook-configuration": webhookConfig, "webhook-addr": ":" + port, "at-start-delivery": "image-volume",
+		"at-start-image-config": "anonymous", "at-start-unreadable-image": "inject"} {
 		m := regexp.MustCompile(`(?s)\n\s+-` + flag + ` string\n[^\n]*\(default "([^"]*)"\)`).FindStringSubmatch(help)
 		if m == nil || m[1] != want {
 			t.Errorf("-%s defaults to %v, the manifests need %q", flag, m, want)

@@ -170,6 +170,8 @@ func TestSchemaRejectsAMisspeltValue(t *testing.T) {
 		"podMonitor: {labels: {release: 1}}\n":                    "release",
 		"webhook: {timeoutSeconds: 60}\n":                         "timeoutSeconds",
 		"webhook: {atStartDelivery: ImageVolume}\n":               "atStartDelivery",
+		"webhook: {atStartImageConfig: pull-secrets}\n":           "atStartImageConfig",
+		"webhook: {atStartUnreadableImage: Skip}\n":               "atStartUnreadableImage",
 		"webhook: {certManger: {enabled: true}}\n":                "certManger",
 		"restartOnRefusal: yes please\n":                          "restartOnRefusal",
 		// A key the framework's ServiceMonitor selects by: the operator
@@ -433,7 +435,8 @@ func TestWebhookValuesChooseItsObjectsAndFlags(t *testing.T) {
 		t.Errorf("defaults: args %v set --webhook: on by default, the operator steps aside without its RBAC, which an explicit on would make fatal", args(t, objs))
 	}
 	for _, want := range []string{"--webhook-service=" + full + "-webhook", "--webhook-secret=" + full + "-webhook-tls",
-		"--webhook-configuration=" + full, "--webhook-external-certs=false", "--at-start-delivery=image-volume"} {
+		"--webhook-configuration=" + full, "--webhook-external-certs=false", "--at-start-delivery=image-volume",
+		"--at-start-image-config=anonymous", "--at-start-unreadable-image=inject"} {
 		if !slices.Contains(args(t, objs), want) {
 			t.Errorf("defaults: args %v lack %s", args(t, objs), want)
 		}
