@@ -181,11 +181,23 @@ func newWebhook(ctx context.Context, cfg *rest.Config, c config, reg prometheus.
 		return noWebhook(c, log, "the operator's namespace, where its certificate Secret and webhook Service are, is unknown: "+
 			"POD_NAMESPACE is not set and no service account is mounted (not in a cluster?)")
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubernetes.NewForConfig(webhookClientConfig(cfg, c))
 	if err != nil {
 		return nil, err
 	}
 	return setupWebhook(ctx, client, ns, c, reg, log)
+}
+
+// webhookClientConfig is cfg with the operator's client-side rate limit
+// (--kube-api-qps, --kube-api-burst; by default none) rather than
+// client-go's default of 5 requests a second: the webhook's dry runs are one
+// request per pod created, and a burst of creations queued behind that limit
+// past the API server's timeout, so that pods were created without the agent
+// (e2e TestABurstOfPodCreationsGetsTheAgentOnTheNode: 58 of 200).
+func webhookClientConfig(cfg *rest.Config, c config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.QPS, out.Burst = float32(c.kubeAPIQPS), c.kubeAPIBurst
+	return out
 }
 
 // noWebhook is what the webhook cannot run for why: nothing but a warning

@@ -14,6 +14,8 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
@@ -175,5 +177,37 @@ func TestWebhookStartReportsAPortInUseAndStopsWithItsContext(t *testing.T) {
 	case <-stopped:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the webhook did not stop with its context")
+	}
+}
+
+// TestTheWebhooksClientHasTheOperatorsRateLimit: the webhook's client (its
+// dry runs, one per pod created) takes --kube-api-qps and --kube-api-burst,
+// by default no client-side limit, not client-go's default of 5 requests a
+// second, behind which a burst of creations ran past the API server's
+// timeout (e2e TestABurstOfPodCreationsGetsTheAgentOnTheNode).
+func TestTheWebhooksClientHasTheOperatorsRateLimit(t *testing.T) {
+	var out bytes.Buffer
+	c, err := parseFlags(nil, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := webhookClientConfig(&rest.Config{Host: "https://127.0.0.1:1"}, c)
+	if cfg.QPS >= 0 {
+		t.Errorf("default: QPS %v, want negative (no client-side limit)", cfg.QPS)
+	}
+	rc, err := rest.RESTClientFor(&rest.Config{Host: cfg.Host, QPS: cfg.QPS, Burst: cfg.Burst,
+		ContentConfig: rest.ContentConfig{GroupVersion: &schema.GroupVersion{Version: "v1"}, NegotiatedSerializer: scheme.Codecs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.GetRateLimiter() != nil {
+		t.Errorf("default: the client has a rate limiter %T", rc.GetRateLimiter())
+	}
+	c, err = parseFlags([]string{"--kube-api-qps=50", "--kube-api-burst=80"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := webhookClientConfig(&rest.Config{}, c); cfg.QPS != 50 || cfg.Burst != 80 {
+		t.Errorf("--kube-api-qps=50 --kube-api-burst=80: QPS %v, burst %d", cfg.QPS, cfg.Burst)
 	}
 }
