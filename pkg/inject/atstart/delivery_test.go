@@ -254,15 +254,15 @@ func TestCheckerFallsBackAndRemembersRefusals(t *testing.T) {
 			t.Errorf("pod %d: notes %q", i, got.Annotations[AnnotationNotes])
 		}
 	}
-	if got := d.counts(); got[DeliveryImageVolume] != 1 || got[DeliveryInitContainer] != 3 {
-		t.Errorf("dry runs = %v, want the refused delivery tried once and the admitted one for each pod", got)
+	if got := d.counts(); got[DeliveryImageVolume] != 1 || got[DeliveryInitContainer] != 1 {
+		t.Errorf("dry runs = %v, want the refused delivery tried once, and the admitted one once: the pods have one shape, whose admission stands %s", got, admittedTTL)
 	}
 	now = now.Add(DefaultVerdictTTL)
 	if _, err := c.Deliver(ctx, newPod(container("app")), testInput()); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.counts(); got[DeliveryImageVolume] != 2 {
-		t.Errorf("dry runs = %v, want the refusal forgotten after its TTL", got)
+	if got := d.counts(); got[DeliveryImageVolume] != 2 || got[DeliveryInitContainer] != 2 {
+		t.Errorf("dry runs = %v, want the refusal and the admission forgotten after their TTLs", got)
 	}
 }
 
@@ -435,5 +435,40 @@ func TestCheckerSharesTheDryRunOfPodsOfOneShape(t *testing.T) {
 	defer c.mu.Unlock()
 	if len(c.running) != 0 {
 		t.Errorf("%d dry runs still listed as running", len(c.running))
+	}
+}
+
+// A shape a dry run admitted stands for admittedTTL: the creations of that
+// shape meanwhile take its verdict without a dry run (a rollout's burst
+// needs one), and the first after it is dry-run again; another shape is
+// dry-run on its own.
+func TestCheckerRemembersAnAdmittedShapeBriefly(t *testing.T) {
+	d := &dryRuns{}
+	now := time.Unix(1000, 0)
+	c := testChecker(t, d, func() time.Time { return now }, 0)
+	ctx := context.Background()
+	deliver := func(name string, labels map[string]string) {
+		t.Helper()
+		pod := newPod(container("app"))
+		pod.Name, pod.Labels = name, labels
+		res, err := c.Deliver(ctx, pod, testInput())
+		if err != nil || len(res.Injected) == 0 {
+			t.Fatalf("pod %s: %+v, %v; want the agent", name, res, err)
+		}
+	}
+	for i := range 5 {
+		deliver(fmt.Sprintf("orders-%d", i), nil)
+	}
+	if got := d.counts()[DeliveryImageVolume]; got != 1 {
+		t.Errorf("5 pods of one shape: %d dry runs, want 1", got)
+	}
+	deliver("other", map[string]string{"team": "b"})
+	if got := d.counts()[DeliveryImageVolume]; got != 2 {
+		t.Errorf("a pod of another shape: %d dry runs in all, want 2", got)
+	}
+	now = now.Add(admittedTTL)
+	deliver("orders-late", nil)
+	if got := d.counts()[DeliveryImageVolume]; got != 3 {
+		t.Errorf("a pod of the first shape %s later: %d dry runs in all, want 3", admittedTTL, got)
 	}
 }

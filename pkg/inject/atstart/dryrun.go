@@ -86,7 +86,17 @@ type Checker struct {
 	running map[string]*dryRunCall
 	// joined counts the creations that took a running dry run's verdict.
 	joined int
+	// admitted holds, until when, the shapes a dry run admitted: a creation
+	// of the same shape within admittedTTL takes that verdict without a
+	// dry run of its own.
+	admitted map[string]time.Time
 }
+
+// admittedTTL is how long a dry run's admission of a pod's shape stands
+// for the creations of the same shape: long enough for a rollout's burst to
+// need one dry run, short enough that a policy added meanwhile (which would
+// refuse the patched pod's creation) is met within seconds.
+const admittedTTL = 10 * time.Second
 
 // dryRunCall is a dry run under way; its verdict and why are set before
 // done is closed.
@@ -143,7 +153,7 @@ func NewChecker(opts CheckerOptions) (*Checker, error) {
 		o.now = time.Now
 	}
 	return &Checker{o: o, log: o.Logger, verdicts: map[verdictKey]verdict{}, limits: map[string]limitsEntry{},
-		running: map[string]*dryRunCall{}}, nil
+		running: map[string]*dryRunCall{}, admitted: map[string]time.Time{}}, nil
 }
 
 // CheckedHandler is Handler with every patch that gives the agent checked by c first (Checker.Deliver).
@@ -299,6 +309,13 @@ func (c *Checker) dryRun(ctx context.Context, pod *corev1.Pod, patch []Op) (stri
 	key, shared := shapeKey(p)
 	if shared {
 		c.mu.Lock()
+		if until, ok := c.admitted[key]; ok {
+			if c.o.now().Before(until) {
+				c.mu.Unlock()
+				return verdictAdmitted, ""
+			}
+			delete(c.admitted, key)
+		}
 		if call, ok := c.running[key]; ok {
 			// A pod of the same shape is being dry-run: its verdict is this
 			// one's. The lock is not held while waiting.
@@ -322,6 +339,13 @@ func (c *Checker) dryRun(ctx context.Context, pod *corev1.Pod, patch []Op) (stri
 			defer func() {
 				c.mu.Lock()
 				delete(c.running, key)
+				if call.verdict == verdictAdmitted {
+					now := c.o.now()
+					if len(c.admitted) >= c.o.MaxEntries {
+						evict(c.admitted, now, func(until time.Time) time.Time { return until })
+					}
+					c.admitted[key] = now.Add(admittedTTL)
+				}
 				c.mu.Unlock()
 				close(call.done)
 			}()
