@@ -37,14 +37,6 @@ func (o *Operator) neverServed(gvk schema.GroupVersionKind) bool {
 	if !clientgoscheme.Scheme.IsGroupRegistered(gvk.Group) {
 		return false
 	}
-	resources, err := o.discovery.ServerResourcesForGroupVersion(gvk.GroupVersion().String())
-	if err != nil || resources == nil {
-		return false
-	}
-	for _, r := range resources.APIResources {
-		if r.Kind == gvk.Kind {
-			return false
-		}
-	}
-	return true
+	gvServed, kindServed := o.mapper.served(gvk)
+	return gvServed && !kindServed
 }

@@ -19,13 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/handlerkit/handlerkit/pkg/sdk/internal/compact"
@@ -40,8 +38,7 @@ type Operator struct {
 	clientset  kubernetes.Interface
 	dynamic    dynamic.Interface
 	metadata   metadata.Interface
-	mapper     *restmapper.DeferredDiscoveryRESTMapper
-	discovery  discovery.CachedDiscoveryInterface
+	mapper     *discoveryMapper
 	hmetrics   *handlerMetrics
 	qmetrics   *queueMetrics
 	handlings  atomic.Uint64
@@ -160,15 +157,13 @@ func New(cfg *rest.Config, opts ...Option) (*Operator, error) {
 	if !c.noKlogRouting {
 		routeKlog(c.log)
 	}
-	cached := memory.NewMemCacheClient(disco)
 	return &Operator{
 		cfg:        c,
 		restConfig: restConfig,
 		clientset:  clientset,
 		dynamic:    dyn,
 		metadata:   md,
-		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
-		discovery:  cached,
+		mapper:     newDiscoveryMapper(disco),
 		hmetrics:   hm,
 		qmetrics:   qm,
 		events:     newEventRecorder(c.scheme, c.eventSource, clientset.CoreV1(), c.log),
@@ -362,7 +357,9 @@ func (o *Operator) KindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
 func (o *Operator) RESTMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	m, err := o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil && meta.IsNoMatchError(err) && o.mayResetDiscovery() {
-		o.mapper.Reset()
+		if rerr := o.mapper.refresh(); rerr != nil {
+			return nil, fmt.Errorf("map kind %s: %w", gvk, rerr)
+		}
 		m, err = o.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
 	if err != nil {
