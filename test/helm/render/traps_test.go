@@ -282,3 +282,31 @@ webhook: {port: 10443}
 		t.Errorf("a CIDR that is not one: err %v", err)
 	}
 }
+
+// TestNotesSayTheFailurePolicyAndTheNetworkPolicy: NOTES.txt tells what
+// happens to pods while the webhook is down under the chosen failurePolicy,
+// and names the NetworkPolicy when there is one.
+func TestNotesSayTheFailurePolicyAndTheNetworkPolicy(t *testing.T) {
+	for vals, want := range map[string][]string{
+		"": {"start without the agent (failurePolicy Ignore)"},
+		"webhook: {failurePolicy: Fail}\nnetworkPolicy: {enabled: true}\n": {"cannot be created while it is down (failurePolicy Fail)",
+			"NetworkPolicy prometheus-jmx-exporter-operator: in, the webhook's port"},
+	} {
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(vals), &v); err != nil {
+			t.Fatal(err)
+		}
+		notes, err := Notes(chart, "prometheus-jmx-exporter-operator", "ops", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(notes, w) {
+				t.Errorf("%q: NOTES.txt lacks %q:\n%s", vals, w, notes)
+			}
+		}
+		if strings.Contains(vals, "Fail") && strings.Contains(notes, "Ignore") {
+			t.Errorf("%q: NOTES.txt says Ignore:\n%s", vals, notes)
+		}
+	}
+}
