@@ -202,7 +202,7 @@ func TestOperatorDefaultsAreTheDefaultInstalls(t *testing.T) {
 	// The chart's deployment.yaml passes these.
 	for _, f := range []string{"strategies", "default-strategy", "agent-image", "allowed-agent-images", "pod-monitors",
 		"metrics-service", "leader-election", "leader-lock", "log-format", "webhook", "webhook-service", "webhook-secret",
-		"webhook-configuration", "webhook-external-certs", "at-start-delivery", "at-start-image-config", "at-start-unreadable-image"} {
+		"webhook-configuration", "webhook-external-certs", "webhook-addr", "at-start-delivery", "at-start-image-config", "at-start-unreadable-image"} {
 		if !strings.Contains(help, "\n  -"+f+" ") && !strings.Contains(help, "\n  -"+f+"\n") {
 			t.Errorf("the operator has no flag -%s, which the chart passes", f)
 		}

@@ -113,7 +113,7 @@ func renderChart(t *testing.T, namespace, values string) ([]*unstructured.Unstru
 
 // kindOrder is the order objects are applied in, as Helm installs them.
 var kindOrder = []string{"CustomResourceDefinition", "ServiceAccount", "ConfigMap", "ClusterRole", "Role", "ClusterRoleBinding",
-	"RoleBinding", "Service", "Deployment", "PodDisruptionBudget", "PrometheusRule", "MutatingWebhookConfiguration"}
+	"RoleBinding", "Service", "NetworkPolicy", "Deployment", "PodDisruptionBudget", "PrometheusRule", "MutatingWebhookConfiguration"}
 
 // rulesOf returns the rules of the Roles or ClusterRoles in objs, by
 // namespace/name.

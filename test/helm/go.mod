@@ -9,6 +9,7 @@ go 1.26.0
 
 require (
 	helm.sh/helm/v4 v4.3.1
+	k8s.io/apimachinery v0.37.1
 	k8s.io/cli-runtime v0.37.1
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -117,7 +118,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/api v0.37.1 // indirect
 	k8s.io/apiextensions-apiserver v0.37.1 // indirect
-	k8s.io/apimachinery v0.37.1 // indirect
 	k8s.io/apiserver v0.37.1 // indirect
 	k8s.io/client-go v0.37.1 // indirect
 	k8s.io/component-base v0.37.1 // indirect

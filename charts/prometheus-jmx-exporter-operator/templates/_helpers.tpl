@@ -40,7 +40,8 @@ when empty).
 */}}
 {{- define "pjeo.image" -}}
 {{- $repo := .Values.image.repository -}}
-{{- with .Values.image.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
+{{- $global := .Values.global | default dict -}}
+{{- with .Values.image.registry | default $global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" $repo .Values.image.digest -}}
 {{- else -}}
@@ -52,9 +53,33 @@ when empty).
 {{- define "pjeo.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- .Values.serviceAccount.name | default (include "pjeo.fullname" .) -}}
+{{- else if .Values.serviceAccount.name -}}
+{{- .Values.serviceAccount.name -}}
 {{- else -}}
-{{- .Values.serviceAccount.name | default "default" -}}
+{{- fail "serviceAccount.create=false needs serviceAccount.name: the existing ServiceAccount the operator runs as and the chart binds its RBAC to (without a name the namespace's default ServiceAccount, which every pod of the namespace runs as, would get the operator's rights)" -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The operator's leader lock (--leader-lock): the full name when it contains
+jmx-exporter-operator, as the HandlerkitOperatorNotLeading alert's matcher
+(files/prometheus-rules.yaml) asks, or else, for a release name long enough
+that the full name's truncation cut it (18 characters or more), the release
+name followed by -jmx-exporter-operator (at most 53 + 22 = 75 characters;
+a Lease or ConfigMap name may have 253).
+*/}}
+{{- define "pjeo.leaderLock" -}}
+{{- $fullname := include "pjeo.fullname" . -}}
+{{- if contains "jmx-exporter-operator" $fullname -}}
+{{- $fullname -}}
+{{- else -}}
+{{- printf "%s-jmx-exporter-operator" .Release.Name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The environment variables the chart itself sets on the operator's container: extraEnv cannot name them. */}}
+{{- define "pjeo.chartEnv" -}}
+{{- list "SERVICE_MONITOR_LABELS" "WATCH_NAMESPACE" "POD_NAME" "POD_NAMESPACE" | toJson -}}
 {{- end -}}
 
 {{/* A map of labels in the k=v,k2=v2 form of --pod-monitor-labels, sorted by key. */}}
@@ -173,7 +198,10 @@ deploy/operator/user-roles's (test/deploy keeps them equal).
 {{- range .Values.agent.allowedImages }}{{ if or (not .) (contains "," .) }}{{ fail "agent.allowedImages: exact image references, none empty or with a comma" }}{{ end }}{{ end -}}
 {{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) }}{{ fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" }}{{ end -}}
 {{- if and .Values.webhook.enabled (or (lt (int .Values.webhook.timeoutSeconds) 1) (gt (int .Values.webhook.timeoutSeconds) 30)) }}{{ fail "webhook.timeoutSeconds: from 1 to 30 (the API server's limit)" }}{{ end -}}
+{{- if and .Values.webhook.enabled (eq (int .Values.webhook.port) 8383) }}{{ fail "webhook.port: not 8383, the metrics port" }}{{ end -}}
 {{- if not (has .Values.webhook.atStartDelivery (list "image-volume" "init-container")) }}{{ fail "webhook.atStartDelivery: image-volume or init-container" }}{{ end -}}
 {{- if and .Values.webhook.certManager.issuerRef (not .Values.webhook.certManager.issuerRef.name) }}{{ fail "webhook.certManager.issuerRef: name the issuer (name, kind, group), or leave it empty for a self-signed one" }}{{ end -}}
+{{- $chartEnv := include "pjeo.chartEnv" . | fromJsonArray -}}
+{{- range .Values.extraEnv }}{{ if has .name $chartEnv }}{{ fail (printf "extraEnv: %s is set by the chart (%s); use the value that sets it" .name (join ", " $chartEnv)) }}{{ end }}{{ end -}}
 {{- range $k, $v := merge (dict) .Values.podMonitor.labels .Values.serviceMonitor.labels }}{{ if or (contains "," $k) (contains "=" $k) (contains "," (toString $v)) }}{{ fail "podMonitor.labels, serviceMonitor.labels: label keys and values cannot hold ',' or '='" }}{{ end }}{{ end -}}
 {{- end -}}

@@ -187,7 +187,8 @@ func TestSchemaRejectsAMisspeltValue(t *testing.T) {
 
 // kubernetesTypes are values that are Kubernetes objects: the schema lists
 // their fields (so that a typo fails) but values.yaml sets only some.
-var kubernetesTypes = []string{"podSecurityContext", "securityContext", "resources", "affinity"}
+var kubernetesTypes = []string{"podSecurityContext", "securityContext", "resources", "affinity",
+	"webhook.namespaceSelector", "webhook.objectSelector"}
 
 // leaves returns the paths of values.yaml's values: a map is entered, but
 // not one the schema leaves open (a map of labels) or a Kubernetes type.
