@@ -60,7 +60,7 @@ func TestNewCAIsASelfSignedP256CAValidForItsValidity(t *testing.T) {
 
 func TestServingCertificateNamesTheServiceAndChainsToItsCA(t *testing.T) {
 	p := testPolicy(t)
-	st, err := apply(nil, stepFresh, time.Now(), p)
+	st, err := apply(nil, changeFresh, time.Now(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +106,11 @@ func TestServingCertificateNeverOutlivesItsCA(t *testing.T) {
 func TestStateRoundTripsThroughTheSecret(t *testing.T) {
 	p := testPolicy(t)
 	now := time.Now().Truncate(time.Second)
-	st, err := apply(nil, stepFresh, now, p)
+	st, err := apply(nil, changeFresh, now, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, err = apply(st, stepNewCA, now.Add(time.Minute), p); err != nil {
+	if st, err = apply(st, changeNewCA, now.Add(time.Minute), p); err != nil {
 		t.Fatal(err)
 	}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", ResourceVersion: "7"}}
@@ -142,11 +142,11 @@ func TestStateRoundTripsThroughTheSecret(t *testing.T) {
 func TestParseStateRefusesSecretsItCannotServeFrom(t *testing.T) {
 	p := testPolicy(t)
 	now := time.Now()
-	st, err := apply(nil, stepFresh, now, p)
+	st, err := apply(nil, changeFresh, now, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := apply(nil, stepFresh, now, p)
+	foreign, err := apply(nil, changeFresh, now, p)
 	if err != nil {
 		t.Fatal(err)
 	}

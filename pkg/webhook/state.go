@@ -102,7 +102,7 @@ func parseState(s *corev1.Secret, external bool) (*state, error) {
 		return nil, fmt.Errorf("the serving certificate was signed by no CA of %s", KeyCABundle)
 	}
 	st.signer = signer
-	// A missing or garbled time is recorded as now (stepStamp): the next
+	// A missing or garbled time is recorded as now (changeStamp): the next
 	// step then waits the whole delay, which is the safe way to be wrong.
 	st.signerSince = parseTime(s.Annotations[AnnotationSignerSince])
 	st.servingSince = parseTime(s.Annotations[AnnotationServingSince])
@@ -156,54 +156,56 @@ type policy struct {
 	ips                                 []net.IP
 }
 
-// step is one change of the Secret.
-type step int
+// change is one change of the Secret: one rotation step, or the creation
+// or repair of its content. (Step, exported, names the two steps that wait
+// for the cluster.)
+type change int
 
 const (
-	stepNone step = iota
-	// stepFresh makes a new CA and serving certificate, forgetting the old.
-	stepFresh
-	// stepNewCA adds a new signing CA to the bundle; the serving
+	changeNone change = iota
+	// changeFresh makes a new CA and serving certificate, forgetting the old.
+	changeFresh
+	// changeNewCA adds a new signing CA to the bundle; the serving
 	// certificate stays.
-	stepNewCA
-	// stepServeNewCA issues a serving certificate from the signing CA,
+	changeNewCA
+	// changeServeNewCA issues a serving certificate from the signing CA,
 	// once callers trust it.
-	stepServeNewCA
-	// stepRenewServing issues a serving certificate from the signing CA,
+	changeServeNewCA
+	// changeRenewServing issues a serving certificate from the signing CA,
 	// which already signed the current one.
-	stepRenewServing
-	// stepDropOldCAs leaves only the signing CA in the bundle, once every
+	changeRenewServing
+	// changeDropOldCAs leaves only the signing CA in the bundle, once every
 	// replica serves a certificate it signed.
-	stepDropOldCAs
-	// stepStamp records as now the times of the last steps that the Secret
+	changeDropOldCAs
+	// changeStamp records as now the times of the last steps that the Secret
 	// lacks (edited by hand, say).
-	stepStamp
+	changeStamp
 )
 
-func (s step) String() string {
+func (s change) String() string {
 	switch s {
-	case stepFresh:
+	case changeFresh:
 		return "created"
-	case stepNewCA:
+	case changeNewCA:
 		return "new-ca"
-	case stepServeNewCA:
+	case changeServeNewCA:
 		return "serve-new-ca"
-	case stepRenewServing:
+	case changeRenewServing:
 		return "renew-serving"
-	case stepDropOldCAs:
+	case changeDropOldCAs:
 		return "drop-old-ca"
-	case stepStamp:
+	case changeStamp:
 		return "stamp"
 	}
 	return "none"
 }
 
-// gate returns the Step the step waits for, or "" for none.
-func (s step) gate() Step {
+// gate returns the Step the change waits for, or "" for none.
+func (s change) gate() Step {
 	switch s {
-	case stepServeNewCA:
+	case changeServeNewCA:
 		return StepServeNewCA
-	case stepDropOldCAs:
+	case changeDropOldCAs:
 		return StepDropOldCA
 	}
 	return ""
@@ -211,24 +213,24 @@ func (s step) gate() Step {
 
 // decision is what decide found due.
 type decision struct {
-	step   step
+	change change
 	reason string
-	// wake is when something falls due next, when step is stepNone.
+	// wake is when something falls due next, when change is changeNone.
 	wake time.Time
 }
 
 // decide finds the next change st needs at now. The rotation of a CA takes
-// three steps: the new CA joins the bundle (stepNewCA); after delay, serving
-// certificates come from it (stepServeNewCA); after delay again, the old CAs
-// leave the bundle (stepDropOldCAs). So a caller that trusts only the old
+// three steps: the new CA joins the bundle (changeNewCA); after delay, serving
+// certificates come from it (changeServeNewCA); after delay again, the old CAs
+// leave the bundle (changeDropOldCAs). So a caller that trusts only the old
 // bundle never meets a certificate of the new CA, and a replica still
 // serving the old certificate is never left untrusted.
 func decide(st *state, now time.Time, p policy) decision {
 	if st == nil {
-		return decision{step: stepFresh, reason: "no valid certificates"}
+		return decision{change: changeFresh, reason: "no valid certificates"}
 	}
 	if st.signerSince.IsZero() || st.servingSince.IsZero() {
-		return decision{step: stepStamp, reason: "the times of the last rotation steps are missing"}
+		return decision{change: changeStamp, reason: "the times of the last rotation steps are missing"}
 	}
 	issuer := issuerOf(st.serving.cert, st.bundle)
 	rotating := issuer == nil || !issuer.Equal(st.signer.cert)
@@ -236,30 +238,30 @@ func decide(st *state, now time.Time, p policy) decision {
 	// keep, and waiting would only prolong the outage (an operator that was
 	// down for longer than the CA's last months, say).
 	if !now.Before(st.signer.cert.NotAfter) || (rotating && !now.Before(st.serving.cert.NotAfter)) {
-		return decision{step: stepFresh, reason: "the certificates expired"}
+		return decision{change: changeFresh, reason: "the certificates expired"}
 	}
 	signerRenew := st.signer.cert.NotAfter.Add(-p.caRenewBefore)
 	if !now.Before(signerRenew) {
-		return decision{step: stepNewCA, reason: fmt.Sprintf("the CA expires at %s", st.signer.cert.NotAfter.UTC().Format(time.RFC3339))}
+		return decision{change: changeNewCA, reason: fmt.Sprintf("the CA expires at %s", st.signer.cert.NotAfter.UTC().Format(time.RFC3339))}
 	}
 	if rotating {
 		if at := st.signerSince.Add(p.delay); now.Before(at) {
 			return decision{wake: at}
 		}
-		return decision{step: stepServeNewCA, reason: "a new CA joined the bundle " + p.delay.String() + " or more ago"}
+		return decision{change: changeServeNewCA, reason: "a new CA joined the bundle " + p.delay.String() + " or more ago"}
 	}
 	servingRenew := st.serving.cert.NotAfter.Add(-p.servingRenewBefore)
 	switch {
 	case !now.Before(servingRenew):
-		return decision{step: stepRenewServing, reason: fmt.Sprintf("the serving certificate expires at %s", st.serving.cert.NotAfter.UTC().Format(time.RFC3339))}
+		return decision{change: changeRenewServing, reason: fmt.Sprintf("the serving certificate expires at %s", st.serving.cert.NotAfter.UTC().Format(time.RFC3339))}
 	case !sameNames(st.serving.cert, p.names, p.ips):
-		return decision{step: stepRenewServing, reason: "the serving certificate's names changed"}
+		return decision{change: changeRenewServing, reason: "the serving certificate's names changed"}
 	}
 	if len(st.bundle) > 1 {
 		if at := st.servingSince.Add(p.delay); now.Before(at) {
 			return decision{wake: at}
 		}
-		return decision{step: stepDropOldCAs, reason: "the serving certificate of the new CA was stored " + p.delay.String() + " or more ago"}
+		return decision{change: changeDropOldCAs, reason: "the serving certificate of the new CA was stored " + p.delay.String() + " or more ago"}
 	}
 	wake := signerRenew
 	if servingRenew.Before(wake) {
@@ -268,15 +270,15 @@ func decide(st *state, now time.Time, p policy) decision {
 	return decision{wake: wake}
 }
 
-// apply returns the state after s. st may be nil only for stepFresh.
-func apply(st *state, s step, now time.Time, p policy) (*state, error) {
+// apply returns the state after s. st may be nil only for changeFresh.
+func apply(st *state, s change, now time.Time, p policy) (*state, error) {
 	next := &state{}
 	if st != nil {
 		*next = *st
 		next.bundle = slices.Clone(st.bundle)
 	}
 	switch s {
-	case stepFresh:
+	case changeFresh:
 		ca, err := newCA(now, p.caValidity)
 		if err != nil {
 			return nil, err
@@ -288,7 +290,7 @@ func apply(st *state, s step, now time.Time, p policy) (*state, error) {
 		next.bundle = []*x509.Certificate{ca.cert}
 		next.signer, next.serving = ca, serving
 		next.signerSince, next.servingSince = now, now
-	case stepNewCA:
+	case changeNewCA:
 		ca, err := newCA(now, p.caValidity)
 		if err != nil {
 			return nil, err
@@ -297,15 +299,15 @@ func apply(st *state, s step, now time.Time, p policy) (*state, error) {
 		next.bundle = slices.DeleteFunc(next.bundle, func(c *x509.Certificate) bool { return now.After(c.NotAfter) })
 		next.bundle = append(next.bundle, ca.cert)
 		next.signer, next.signerSince = ca, now
-	case stepServeNewCA, stepRenewServing:
+	case changeServeNewCA, changeRenewServing:
 		serving, err := newServing(st.signer, now, p.servingValidity, p.names, p.ips)
 		if err != nil {
 			return nil, err
 		}
 		next.serving, next.servingSince = serving, now
-	case stepDropOldCAs:
+	case changeDropOldCAs:
 		next.bundle = []*x509.Certificate{st.signer.cert}
-	case stepStamp:
+	case changeStamp:
 		if next.signerSince.IsZero() {
 			next.signerSince = now
 		}
