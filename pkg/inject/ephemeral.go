@@ -187,40 +187,11 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 			name = latest
 			break
 		}
-		if same := sameAttempts(pod, prefix, command, env); same >= s.maxAttempts() {
-			return Outcome{}, fmt.Errorf("%w (%d ephemeral containers %s* ran this very request; the last, %s: %s)", ErrTooManyAttempts,
-				same, prefix, latest, lastWords(pod, latest))
-		}
-		if have := OperatorContainers(pod); r.KeepBudget > 0 && have+r.KeepBudget >= s.budget() && have < s.budget() {
-			return Outcome{Refused: ReasonBudgetKept, Detail: fmt.Sprintf(
-				"pod %s has %d of the operator's ephemeral containers of its budget of %d (--ephemeral-container-budget); the last %d are kept for its containers' next starts",
-				t.Pod.Name, have, s.budget(), r.KeepBudget)}, nil
-		}
-		if have := OperatorContainers(pod); have >= s.budget() {
-			return Outcome{Refused: ReasonBudgetExhausted, Detail: fmt.Sprintf(
-				"pod %s already has %d of the operator's ephemeral containers, its budget for the pod's life (--ephemeral-container-budget=%d); ephemeral containers cannot be removed, so no more are added: recreate the pod, or use the Exec strategy",
-				t.Pod.Name, have, s.budget())}, nil
+		if o, err := s.mayAdd(pod, t, r, prefix, latest, command, env); err != nil || o.Refused != "" {
+			return o, err
 		}
 		next := prefix + strconv.Itoa(n+1)
-		ec := corev1.EphemeralContainer{
-			EphemeralContainerCommon: corev1.EphemeralContainerCommon{
-				Name:                     next,
-				Image:                    r.Image,
-				ImagePullPolicy:          r.PullPolicy,
-				Command:                  command,
-				Env:                      []corev1.EnvVar{{Name: ConfigEnv, Value: env}},
-				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-				SecurityContext:          SecurityContext(t),
-			},
-			TargetContainerName: t.Container,
-		}
-		// A strategic-merge patch adds the container by name, with the pod's
-		// UID and resourceVersion as preconditions, as kubectl debug does.
-		patch, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"uid": pod.UID, "resourceVersion": pod.ResourceVersion},
-			"spec":     map[string]any{"ephemeralContainers": []corev1.EphemeralContainer{ec}},
-		})
+		patch, err := addPatch(pod, ephemeralSpec(t, r, next, command, env))
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -240,8 +211,64 @@ func (s *EphemeralContainer) run(ctx context.Context, t Target, r Request, prefi
 			return Outcome{}, fmt.Errorf("add ephemeral container %s to %s: %w", next, t, err)
 		}
 	}
-	// Waiting for the helper's end (up to Request.Wait for a JVM to appear)
-	// holds no slot of the operator's pool: ctx's deadline bounds it.
+	return s.await(ctx, t, name)
+}
+
+// mayAdd returns a refusal, or an error, when no new attempt with prefix may
+// be added to pod, whose latest attempt is latest: the same request ran in
+// MaxAttempts of them already, or the pod's ephemeral containers reach the
+// Budget (or the part of it Request.KeepBudget keeps).
+func (s *EphemeralContainer) mayAdd(pod *corev1.Pod, t Target, r Request, prefix, latest string, command []string, env string) (Outcome, error) {
+	if same := sameAttempts(pod, prefix, command, env); same >= s.maxAttempts() {
+		return Outcome{}, fmt.Errorf("%w (%d ephemeral containers %s* ran this very request; the last, %s: %s)", ErrTooManyAttempts,
+			same, prefix, latest, lastWords(pod, latest))
+	}
+	if have := OperatorContainers(pod); r.KeepBudget > 0 && have+r.KeepBudget >= s.budget() && have < s.budget() {
+		return Outcome{Refused: ReasonBudgetKept, Detail: fmt.Sprintf(
+			"pod %s has %d of the operator's ephemeral containers of its budget of %d (--ephemeral-container-budget); the last %d are kept for its containers' next starts",
+			t.Pod.Name, have, s.budget(), r.KeepBudget)}, nil
+	}
+	if have := OperatorContainers(pod); have >= s.budget() {
+		return Outcome{Refused: ReasonBudgetExhausted, Detail: fmt.Sprintf(
+			"pod %s already has %d of the operator's ephemeral containers, its budget for the pod's life (--ephemeral-container-budget=%d); ephemeral containers cannot be removed, so no more are added: recreate the pod, or use the Exec strategy",
+			t.Pod.Name, have, s.budget())}, nil
+	}
+	return Outcome{}, nil
+}
+
+// ephemeralSpec is the ephemeral container name that runs command against
+// t's container, with the config in ConfigEnv.
+func ephemeralSpec(t Target, r Request, name string, command []string, env string) corev1.EphemeralContainer {
+	return corev1.EphemeralContainer{
+		EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name:                     name,
+			Image:                    r.Image,
+			ImagePullPolicy:          r.PullPolicy,
+			Command:                  command,
+			Env:                      []corev1.EnvVar{{Name: ConfigEnv, Value: env}},
+			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			SecurityContext:          SecurityContext(t),
+		},
+		TargetContainerName: t.Container,
+	}
+}
+
+// addPatch is the patch that adds ec to pod: a strategic-merge patch adds the
+// container by name, with the pod's UID and resourceVersion as
+// preconditions, as kubectl debug does.
+func addPatch(pod *corev1.Pod, ec corev1.EphemeralContainer) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID, "resourceVersion": pod.ResourceVersion},
+		"spec":     map[string]any{"ephemeralContainers": []corev1.EphemeralContainer{ec}},
+	})
+}
+
+// await waits for the end of the ephemeral container name in t's pod and
+// returns what it reported. Waiting for the helper's end (up to Request.Wait
+// for a JVM to appear) holds no slot of the operator's pool: ctx's deadline
+// bounds it.
+func (s *EphemeralContainer) await(ctx context.Context, t Target, name string) (Outcome, error) {
 	Idle(ctx)
 	status, err := waitTerminated(ctx, s.Client, t, name)
 	if rerr := Resume(ctx); rerr != nil && err == nil {

@@ -342,21 +342,57 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 		return res, nil
 	}
 	res.Notes = append(res.Notes, in.Notes...)
-	if why := notLinux(pod); why != "" {
-		note("the pod runs on Windows, or another system than Linux (%s); the agent is injected into Linux pods only", why)
+	if why := c.podLeftAlone(pod); why != "" {
+		note("%s", why)
 		res.Patch = NotesPatch(pod, res.Notes)
 		return res, nil
+	}
+	targets := c.targets(pod, note)
+	if len(targets) == 0 {
+		if len(res.Notes) == 0 {
+			note("no container of the pod is selected by exporter %s", c.Exporter)
+		}
+		res.Patch = NotesPatch(pod, res.Notes)
+		return res, nil
+	}
+	if pod.Spec.HostNetwork {
+		note("the pod uses the host's network: its agents bind the pod's IP (the node's, from %s) rather than every "+
+			"address of the node; their ports are the node's, and another pod on the node may hold them", HostEnv)
+	}
+	for _, t := range targets {
+		res.Injected = append(res.Injected, Injected{Container: pod.Spec.Containers[t.index].Name, Port: t.port})
+	}
+	if res.Patch, err = c.patch(pod, targets, c.record(res.Injected), res.Notes); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// podLeftAlone says why the whole pod is left without the agent, or "": it can only run on a node that is not
+// Linux, or it already has an init container of ours.
+func (c checked) podLeftAlone(pod *corev1.Pod) string {
+	if why := notLinux(pod); why != "" {
+		return fmt.Sprintf("the pod runs on Windows, or another system than Linux (%s); the agent is injected into Linux pods only", why)
 	}
 	if c.Delivery == DeliveryInitContainer {
 		for _, ic := range pod.Spec.InitContainers {
 			if ic.Name == InitContainerName {
-				note("the pod already has an init container named %s; left as it is", InitContainerName)
-				res.Patch = NotesPatch(pod, res.Notes)
-				return res, nil
+				return fmt.Sprintf("the pod already has an init container named %s; left as it is", InitContainerName)
 			}
 		}
 	}
+	return ""
+}
 
+// target is a container that gets the agent: its index in the pod's containers, and the agent's port.
+type target struct {
+	index int
+	port  int32
+}
+
+// targets picks the containers that get the agent, and a free port for each: the first port from c.Port up that
+// no container of the pod declares. Each container left alone gets a note saying why.
+func (c checked) targets(pod *corev1.Pod, note func(format string, args ...any)) []target {
 	selected := map[string]bool{}
 	for _, name := range c.Containers {
 		selected[name] = true
@@ -365,10 +401,6 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 		}
 	}
 	used := declaredPorts(pod)
-	type target struct {
-		index int
-		port  int32
-	}
 	var targets []target
 	for i := range pod.Spec.Containers {
 		ct := &pod.Spec.Containers[i]
@@ -401,99 +433,104 @@ func Mutate(pod *corev1.Pod, in Input) (Result, error) {
 		used[p] = "agent"
 		targets = append(targets, target{index: i, port: p})
 	}
-	if len(targets) == 0 {
-		if len(res.Notes) == 0 {
-			note("no container of the pod is selected by exporter %s", c.Exporter)
-		}
-		res.Patch = NotesPatch(pod, res.Notes)
-		return res, nil
-	}
-	if pod.Spec.HostNetwork {
-		note("the pod uses the host's network: its agents bind the pod's IP (the node's, from %s) rather than every "+
-			"address of the node; their ports are the node's, and another pod on the node may hold them", HostEnv)
-	}
+	return targets
+}
 
+// record is the AnnotationInjected record of a pod whose containers injected get the agent.
+func (c checked) record(injected []Injected) Record {
 	rec := Record{Exporter: c.Exporter, Port: c.Port, Ports: map[string]int32{}, ConfigHash: ConfigHash(c.Config), Delivery: c.Delivery,
 		Generation: c.Generation, Canary: c.Canary}
-	for _, t := range targets {
-		name := pod.Spec.Containers[t.index].Name
-		rec.Containers = append(rec.Containers, name)
-		rec.Ports[name] = t.port
-		res.Injected = append(res.Injected, Injected{Container: name, Port: t.port})
+	for _, in := range injected {
+		rec.Containers = append(rec.Containers, in.Container)
+		rec.Ports[in.Container] = in.Port
 	}
+	return rec
+}
+
+// patchOps is a JSON patch under construction.
+type patchOps []Op
+
+// add appends an "add" of v at path p.
+func (ops *patchOps) add(p string, v any) { *ops = append(*ops, Op{Op: "add", Path: p, Value: v}) }
+
+// patch is the JSON patch that gives the targets of pod the agent: the pod's annotations (rec and the notes), the
+// agent's volume, the init container that copies the jar (with DeliveryInitContainer), and each target's mount
+// and environment. A list or map that is empty may be absent from the pod's JSON (omitempty): it is added whole,
+// never appended to.
+func (c checked) patch(pod *corev1.Pod, targets []target, rec Record, notes []string) ([]Op, error) {
 	recJSON, err := json.Marshal(rec)
 	if err != nil {
-		return Result{}, fmt.Errorf("atstart: %w", err)
+		return nil, fmt.Errorf("atstart: %w", err)
 	}
-	var ops []Op
-	add := func(p string, v any) { ops = append(ops, Op{Op: "add", Path: p, Value: v}) }
-	// A list or map that is empty may be absent from the pod's JSON (omitempty): it is added whole, never
-	// appended to.
-
 	annotations := map[string]string{AnnotationInjected: string(recJSON)}
-	if len(res.Notes) > 0 {
-		annotations[AnnotationNotes] = notesValue(res.Notes)
+	if len(notes) > 0 {
+		annotations[AnnotationNotes] = notesValue(notes)
 	}
-	ops = append(ops, annotationOps(pod, annotations)...)
+	ops := patchOps(annotationOps(pod, annotations))
 	vol := volume(c)
 	if len(pod.Spec.Volumes) == 0 {
-		add("/spec/volumes", []corev1.Volume{vol})
+		ops.add("/spec/volumes", []corev1.Volume{vol})
 	} else {
-		add("/spec/volumes/-", vol)
+		ops.add("/spec/volumes/-", vol)
 	}
 	if c.Delivery == DeliveryInitContainer {
 		ic := initContainer(c, pod)
 		if len(pod.Spec.InitContainers) == 0 {
-			add("/spec/initContainers", []corev1.Container{ic})
+			ops.add("/spec/initContainers", []corev1.Container{ic})
 		} else {
 			// First, so that the jar is in place before any other init container, native sidecars included.
-			add("/spec/initContainers/0", ic)
+			ops.add("/spec/initContainers/0", ic)
 		}
 	}
 	for _, t := range targets {
-		ct := &pod.Spec.Containers[t.index]
-		base := "/spec/containers/" + strconv.Itoa(t.index)
-		mount := corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true}
-		if len(ct.VolumeMounts) == 0 {
-			add(base+"/volumeMounts", []corev1.VolumeMount{mount})
-		} else {
-			add(base+"/volumeMounts/-", mount)
+		c.containerOps(&ops, pod, t)
+	}
+	return ops, nil
+}
+
+// containerOps adds to ops what gives target t of pod the agent: the volume's mount, the agent's option in
+// JAVA_TOOL_OPTIONS (after the user's or the image's own options), ConfigEnv, and HostEnv with the host's network.
+func (c checked) containerOps(ops *patchOps, pod *corev1.Pod, t target) {
+	ct := &pod.Spec.Containers[t.index]
+	base := "/spec/containers/" + strconv.Itoa(t.index)
+	mount := corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true}
+	if len(ct.VolumeMounts) == 0 {
+		ops.add(base+"/volumeMounts", []corev1.VolumeMount{mount})
+	} else {
+		ops.add(base+"/volumeMounts/-", mount)
+	}
+	opt := AgentOption(c.jar, t.port)
+	if pod.Spec.HostNetwork {
+		opt = HostNetworkAgentOption(c.jar, t.port)
+	}
+	var env []corev1.EnvVar
+	if i := lastEnv(ct.Env, JavaToolOptions); i >= 0 {
+		// The user's options first: both apply, and for a flag given twice the JVM takes the last, so the
+		// agent's option never overrides one of theirs.
+		v := strings.TrimRight(ct.Env[i].Value, " \t\r\n")
+		if v != "" {
+			v += " "
 		}
-		opt := AgentOption(c.jar, t.port)
+		ops.add(base+"/env/"+strconv.Itoa(i)+"/value", v+opt)
 		if pod.Spec.HostNetwork {
-			opt = HostNetworkAgentOption(c.jar, t.port)
+			// Before JAVA_TOOL_OPTIONS: the kubelet expands $(VAR) only from variables defined earlier.
+			ops.add(base+"/env/"+strconv.Itoa(i), hostEnvVar())
 		}
-		var env []corev1.EnvVar
-		if i := lastEnv(ct.Env, JavaToolOptions); i >= 0 {
-			// The user's options first: both apply, and for a flag given twice the JVM takes the last, so the
-			// agent's option never overrides one of theirs.
-			v := strings.TrimRight(ct.Env[i].Value, " \t\r\n")
-			if v != "" {
-				v += " "
-			}
-			add(base+"/env/"+strconv.Itoa(i)+"/value", v+opt)
-			if pod.Spec.HostNetwork {
-				// Before JAVA_TOOL_OPTIONS: the kubelet expands $(VAR) only from variables defined earlier.
-				add(base+"/env/"+strconv.Itoa(i), hostEnvVar())
-			}
-		} else {
-			if pod.Spec.HostNetwork {
-				env = append(env, hostEnvVar())
-			}
-			// The image's own options, if any, first, as for the user's.
-			env = append(env, corev1.EnvVar{Name: JavaToolOptions, Value: c.imageOptions(ct.Name) + opt})
+	} else {
+		if pod.Spec.HostNetwork {
+			env = append(env, hostEnvVar())
 		}
-		env = append(env, corev1.EnvVar{Name: ConfigEnv, Value: c.configEnv})
-		if len(ct.Env) == 0 {
-			add(base+"/env", env)
-		} else {
-			for _, e := range env {
-				add(base+"/env/-", e)
-			}
+		// The image's own options, if any, first, as for the user's.
+		env = append(env, corev1.EnvVar{Name: JavaToolOptions, Value: c.imageOptions(ct.Name) + opt})
+	}
+	env = append(env, corev1.EnvVar{Name: ConfigEnv, Value: c.configEnv})
+	if len(ct.Env) == 0 {
+		ops.add(base+"/env", env)
+	} else {
+		for _, e := range env {
+			ops.add(base+"/env/-", e)
 		}
 	}
-	res.Patch = ops
-	return res, nil
 }
 
 // NotesPatch is the patch that only annotates pod with notes (AnnotationNotes): for a pod the webhook leaves
