@@ -1,27 +1,16 @@
 package dev.handlerkit.jmxagent;
 
-import io.prometheus.jmx.BuildInfoMetrics;
-import io.prometheus.jmx.JmxCollector;
 import io.prometheus.metrics.config.PrometheusProperties;
 import io.prometheus.metrics.config.PrometheusPropertiesLoader;
-import io.prometheus.metrics.instrumentation.jvm.JvmMetrics;
-import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.File;
-import java.io.IOException;
 import java.lang.instrument.Instrumentation;
-import java.lang.management.ManagementFactory;
 import java.net.BindException;
 import java.net.UnknownHostException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HashMap;
-import java.util.Map;
-import org.yaml.snakeyaml.LoaderOptions;
-import org.yaml.snakeyaml.Yaml;
-import org.yaml.snakeyaml.constructor.SafeConstructor;
 
 /**
  * Agent is handlerkit's JMX exporter java agent: jmx_exporter's collector (1.6.0) and the Prometheus client's
@@ -52,15 +41,6 @@ public final class Agent {
 
     /** System property set while the agent serves in this JVM, for loads through another class loader. */
     static final String SERVING_PROPERTY = "dev.handlerkit.jmxagent.serving";
-
-    /** Largest config file read (4 MiB). */
-    static final int MAX_CONFIG_BYTES = 4 << 20;
-
-    /**
-     * Largest size of the config outside httpServer, as a tree expanded through its YAML aliases: nodes plus the
-     * characters of strings (16 Mi, four times the largest file; a config without aliases is about its own size).
-     */
-    static final long MAX_EXPANDED_SIZE = 16L << 20;
 
     static final String CONFIG_INVALID = "config-invalid";
     static final String AGENT_ALREADY_PRESENT = "agent-already-present";
@@ -180,9 +160,10 @@ public final class Agent {
             if (other != null) {
                 return refuse(st, dir, AGENT_ALREADY_PRESENT, other);
             }
+            ConfigLoader loader = new ConfigLoader();
             Compiled c;
             try {
-                c = config != null ? Compiled.load(config) : Compiled.fromEnv(args.configEnv);
+                c = config != null ? loader.load(config) : loader.fromEnv(args.configEnv);
             } catch (ConfigException e) {
                 return refuse(st, dir, CONFIG_INVALID, e.getMessage(), e);
             } catch (LinkageError | VirtualMachineError e) {
@@ -193,7 +174,7 @@ public final class Agent {
             st.configSHA256 = c.sha256;
             Server s;
             try {
-                s = Server.start(args, dir, c, properties());
+                s = Server.start(args, dir, c, properties(), loader);
             } catch (BindException e) {
                 String m = String.valueOf(e.getMessage());
                 String reason = m.toLowerCase(java.util.Locale.ROOT).contains("permission")
@@ -359,293 +340,5 @@ public final class Agent {
             b.append(Character.forDigit((x >> 4) & 0xf, 16)).append(Character.forDigit(x & 0xf, 16));
         }
         return b.toString();
-    }
-
-    /**
-     * Reads the config file: a regular file of at most MAX_CONFIG_BYTES, refused unopened otherwise
-     * ({@link BoundedFile}), so that a FIFO or a device named as the config never blocks the start or the reloader.
-     */
-    static byte[] read(Path config) throws IOException {
-        return BoundedFile.read(config, MAX_CONFIG_BYTES, "config file");
-    }
-
-    /**
-     * Compiled is a config parsed and compiled by the collector, with the agent's own reading of the keys the
-     * collector leaves to jmx_exporter's agent: {@code httpServer}, {@code excludeJvmMetrics}.
-     */
-    static final class Compiled {
-        final String sha256;
-        final JmxCollector collector;
-        final HttpServerConfig http;
-        final boolean excludeJvmMetrics;
-
-        private Compiled(String sha256, JmxCollector collector, HttpServerConfig http, boolean excludeJvmMetrics) {
-            this.sha256 = sha256;
-            this.collector = collector;
-            this.http = http;
-            this.excludeJvmMetrics = excludeJvmMetrics;
-        }
-
-        /** Failure is a config that does not compile, with the SHA-256 of the bytes tried. */
-        static final class Failure extends ConfigException {
-            private static final long serialVersionUID = 1L;
-            final String sha256;
-
-            Failure(String sha256, String message, Throwable cause) {
-                super(message, cause);
-                this.sha256 = sha256;
-            }
-        }
-
-        /**
-         * Reads the config from environment variable name ({@link EnvConfig}), then parses and compiles it as
-         * {@link #load} does. There is no file to reload: the environment of a running process does not change,
-         * so a new config takes effect at the JVM's next start.
-         *
-         * @throws Failure when the variable is unset, does not decode, or holds an invalid config
-         */
-        static Compiled fromEnv(String name) throws IOException {
-            ManagementFactory.getPlatformMBeanServer();
-            String value;
-            try {
-                value = System.getenv(name);
-            } catch (SecurityException e) {
-                throw new Failure("", "cannot read environment variable " + name + ": " + describe(e), e);
-            }
-            if (value == null) {
-                throw new Failure("", "environment variable " + name + " is not set", null);
-            }
-            byte[] bytes;
-            try {
-                bytes = EnvConfig.decode(name, value, MAX_CONFIG_BYTES);
-            } catch (ConfigException e) {
-                throw new Failure("", e.getMessage(), e);
-            }
-            String sha = sha256(bytes);
-            Path snapshot = snapshot(null, bytes);
-            try {
-                return compile(snapshot, bytes, sha);
-            } finally {
-                try {
-                    Files.deleteIfExists(snapshot);
-                } catch (IOException e) {
-                    // Left behind in a temporary directory.
-                }
-            }
-        }
-
-        /**
-         * Reads, parses and compiles the config file.
-         *
-         * <p>The collector compiles a private snapshot of the bytes read (removed right after), not the file
-         * itself: so sha256 names exactly the bytes compiled, and the collector's own reload, which re-reads its
-         * file whenever the file's modification time changes, never applies a config the agent has not checked
-         * (the snapshot is gone, and a missing file never looks newer).
-         *
-         * @throws Failure when the config is invalid, with the collector's or the parser's message
-         */
-        static Compiled load(Path config) throws IOException {
-            // jmx_exporter does the same first: the platform MBean server from the agent's own class loader
-            // context avoids class loader surprises in the collector later.
-            ManagementFactory.getPlatformMBeanServer();
-            byte[] bytes;
-            try {
-                bytes = read(config);
-            } catch (IOException e) {
-                throw new Failure("", "cannot read config file: " + e, e);
-            } catch (ConfigException e) {
-                throw new Failure("", e.getMessage(), e);
-            }
-            String sha = sha256(bytes);
-            Path snapshot = snapshot(config, bytes);
-            try {
-                return compile(snapshot, bytes, sha);
-            } finally {
-                try {
-                    Files.deleteIfExists(snapshot);
-                } catch (IOException e) {
-                    // Left behind in a temporary directory.
-                }
-            }
-        }
-
-        /**
-         * Writes bytes to a new private file next to config (when there is one), else in the temporary directory,
-         * else in /dev/shm: a container with a read-only root file system and no volume on /tmp still has the
-         * memory file system the runtime mounts there.
-         */
-        private static Path snapshot(Path config, byte[] bytes) throws IOException {
-            Path p = null;
-            if (config != null && config.getParent() != null) {
-                try {
-                    p = Files.createTempFile(config.getParent(), ".agent-config-", ".yaml");
-                } catch (IOException | RuntimeException e) {
-                    // Try the temporary directory.
-                }
-            }
-            if (p == null) {
-                try {
-                    p = Files.createTempFile("handlerkit-jmx-agent-config-", ".yaml");
-                } catch (IOException | RuntimeException e) {
-                    try {
-                        p = Files.createTempFile(Paths.get("/dev/shm"), "handlerkit-jmx-agent-config-", ".yaml");
-                    } catch (IOException | RuntimeException e2) {
-                        throw new IOException("no writable directory for the collector's private copy of the"
-                                + " config (java.io.tmpdir: " + describe(e) + "; /dev/shm: " + describe(e2) + ")",
-                                e);
-                    }
-                }
-            }
-            try {
-                Files.write(p, bytes);
-            } catch (IOException e) {
-                Files.deleteIfExists(p);
-                throw e;
-            }
-            return p;
-        }
-
-        private static Compiled compile(Path config, byte[] bytes, String sha) {
-            Object doc;
-            try {
-                LoaderOptions opts = new LoaderOptions();
-                opts.setAllowDuplicateKeys(false);
-                opts.setMaxAliasesForCollections(50);
-                doc = new Yaml(new SafeConstructor(opts)).load(decode(bytes));
-            } catch (Failure f) {
-                throw f;
-            } catch (Throwable t) {
-                throw new Failure(sha, "invalid YAML: " + describe(t), t);
-            }
-            if (doc != null && !(doc instanceof Map)) {
-                throw new Failure(sha, "the config must be a YAML map, not " + doc.getClass().getSimpleName(), null);
-            }
-            Map<?, ?> root = (Map<?, ?>) doc;
-            checkExpandedSize(root, sha);
-            JmxCollector collector;
-            try {
-                collector = new JmxCollector(config.toFile(), JmxCollector.Mode.AGENT);
-            } catch (LinkageError | VirtualMachineError e) {
-                throw e; // Not the config's fault: reported as internal.
-            } catch (Throwable t) {
-                throw new Failure(sha, describe(t), t);
-            }
-            if (root != null && root.containsKey("openTelemetry")) {
-                throw new Failure(sha, "/openTelemetry is not supported by handlerkit-jmx-agent (it serves /metrics"
-                        + " for Prometheus to scrape); remove the section", null);
-            }
-            boolean exclude = false;
-            if (root != null && root.containsKey("excludeJvmMetrics")) {
-                Object v = root.get("excludeJvmMetrics");
-                if (v instanceof Boolean) {
-                    exclude = (Boolean) v;
-                } else {
-                    String s = String.valueOf(v).trim().toLowerCase(java.util.Locale.ROOT);
-                    if (s.equals("true") || s.equals("yes") || s.equals("on") || s.equals("1")) {
-                        exclude = true;
-                    } else if (!(s.equals("false") || s.equals("no") || s.equals("off") || s.equals("0"))) {
-                        throw new Failure(sha, "/excludeJvmMetrics must be a boolean", null);
-                    }
-                }
-            }
-            HttpServerConfig http;
-            try {
-                http = HttpServerConfig.parse(root);
-            } catch (ConfigException e) {
-                throw new Failure(sha, e.getMessage(), e);
-            } catch (LinkageError | VirtualMachineError e) {
-                throw e;
-            } catch (Throwable t) {
-                throw new Failure(sha, describe(t), t);
-            }
-            if (http.subjectAttributeName != null) {
-                throw new Failure(sha, "/httpServer/authentication/plugin/subjectAttributeName is not supported by"
-                        + " handlerkit-jmx-agent", null);
-            }
-            return new Compiled(sha, collector, http, exclude);
-        }
-
-        /**
-         * Refuses a config whose sections other than httpServer, expanded through their YAML aliases, are larger
-         * than MAX_EXPANDED_SIZE: the collector reads them (its own parse of the same text) and walks what it reads
-         * as a tree, so that a few aliases under rules would have it build 10^8 rules, for hours, in premain or in
-         * a reload. The httpServer section is the agent's alone, read by key and compared by digest
-         * ({@link YamlGraph}), so it is not counted.
-         */
-        private static void checkExpandedSize(Map<?, ?> root, String sha) {
-            if (root == null) {
-                return;
-            }
-            long n = 1;
-            try {
-                for (Map.Entry<?, ?> e : root.entrySet()) {
-                    if ("httpServer".equals(e.getKey())) {
-                        continue;
-                    }
-                    n += YamlGraph.expandedSize(e.getKey(), MAX_EXPANDED_SIZE)
-                            + YamlGraph.expandedSize(e.getValue(), MAX_EXPANDED_SIZE);
-                    if (n > MAX_EXPANDED_SIZE) {
-                        throw new Failure(sha, "the config expands to more than " + MAX_EXPANDED_SIZE + " nodes and"
-                                + " characters through its YAML aliases; the collector would walk every one", null);
-                    }
-                }
-            } catch (Failure f) {
-                throw f;
-            } catch (ConfigException e) {
-                throw new Failure(sha, e.getMessage(), e);
-            }
-        }
-
-        /**
-         * Decodes a YAML document strictly: UTF-16 with a byte order mark, else UTF-8 (a byte order mark
-         * allowed). Bytes that are not valid in the encoding are an error, where a lenient decoder would turn them
-         * into replacement characters inside patterns and names.
-         */
-        private static String decode(byte[] bytes) {
-            java.nio.charset.Charset cs = java.nio.charset.StandardCharsets.UTF_8;
-            int skip = 0;
-            if (bytes.length >= 2 && (bytes[0] & 0xff) == 0xfe && (bytes[1] & 0xff) == 0xff) {
-                cs = java.nio.charset.StandardCharsets.UTF_16BE;
-                skip = 2;
-            } else if (bytes.length >= 2 && (bytes[0] & 0xff) == 0xff && (bytes[1] & 0xff) == 0xfe) {
-                cs = java.nio.charset.StandardCharsets.UTF_16LE;
-                skip = 2;
-            } else if (bytes.length >= 3 && (bytes[0] & 0xff) == 0xef && (bytes[1] & 0xff) == 0xbb
-                    && (bytes[2] & 0xff) == 0xbf) {
-                skip = 3;
-            }
-            try {
-                return cs.newDecoder()
-                        .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
-                        .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
-                        .decode(java.nio.ByteBuffer.wrap(bytes, skip, bytes.length - skip))
-                        .toString();
-            } catch (java.nio.charset.CharacterCodingException e) {
-                throw new Failure(sha256(bytes), "the config is not valid " + cs.name() + ": " + e, e);
-            }
-        }
-
-        /** Reports whether a reload from this config to next needs a restart of the JVM to take full effect. */
-        String restartRequired(Compiled next) {
-            StringBuilder b = new StringBuilder();
-            if (!http.sectionDigest.equals(next.http.sectionDigest)) {
-                b.append("the httpServer section changed; it takes effect at the JVM's next start");
-            }
-            if (excludeJvmMetrics != next.excludeJvmMetrics) {
-                if (b.length() > 0) {
-                    b.append("; ");
-                }
-                b.append("excludeJvmMetrics changed; it takes effect at the JVM's next start");
-            }
-            return b.toString();
-        }
-    }
-
-    /** Registers the JVM metrics jmx_exporter's agent registers, unless the config excludes them. */
-    static void registerJvmMetrics(Compiled c, PrometheusRegistry registry, PrometheusProperties props) {
-        new BuildInfoMetrics().register(registry);
-        if (!c.excludeJvmMetrics) {
-            JvmMetrics.builder(props).register(registry);
-        }
     }
 }

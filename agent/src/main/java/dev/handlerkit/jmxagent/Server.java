@@ -7,11 +7,13 @@ import com.sun.net.httpserver.HttpHandler;
 import com.sun.net.httpserver.HttpServer;
 import com.sun.net.httpserver.HttpsConfigurator;
 import com.sun.net.httpserver.HttpsServer;
+import io.prometheus.jmx.BuildInfoMetrics;
 import io.prometheus.jmx.JmxCollector;
 import io.prometheus.metrics.config.PrometheusProperties;
 import io.prometheus.metrics.exporter.httpserver.DefaultHandler;
 import io.prometheus.metrics.exporter.httpserver.HealthyHandler;
 import io.prometheus.metrics.exporter.httpserver.MetricsHandler;
+import io.prometheus.metrics.instrumentation.jvm.JvmMetrics;
 import io.prometheus.metrics.model.registry.MultiCollector;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import io.prometheus.metrics.model.registry.PrometheusScrapeRequest;
@@ -45,11 +47,14 @@ final class Server {
     private final HttpServer http;
     private final SwappableCollector collector;
 
+    /** Reads and compiles the config file on each reload. */
+    private final ConfigLoader loader;
+
     /** The config in force. Guarded by this. */
-    private Agent.Compiled current;
+    private Compiled current;
 
     /** The config the agent started with: httpServer changes are judged against it. */
-    private final Agent.Compiled started;
+    private final Compiled started;
 
     /** The status last written; guarded by this. */
     Status status;
@@ -57,8 +62,10 @@ final class Server {
     /** SHA-256 of the config bytes last tried by a start or a reload, or the refusal of a file not read. */
     private String lastTried;
 
-    private Server(AgentArgs args, Path dir, HttpServer http, SwappableCollector collector, Agent.Compiled c) {
+    private Server(AgentArgs args, Path dir, HttpServer http, SwappableCollector collector, Compiled c,
+            ConfigLoader loader) {
         this.args = args;
+        this.loader = loader;
         this.dir = dir;
         this.config = dir == null || args.configFile == null
                 ? null
@@ -71,12 +78,14 @@ final class Server {
     }
 
     /**
-     * Binds the port and starts serving the compiled config.
+     * Binds the port and starts serving the compiled config; loader reads and compiles the config file on each
+     * reload ({@link #startReloader}).
      *
      * @throws java.net.BindException when the port is taken or not permitted
      * @throws java.net.UnknownHostException when the host does not resolve
      */
-    static Server start(AgentArgs args, Path dir, Agent.Compiled c, PrometheusProperties props) throws IOException {
+    static Server start(AgentArgs args, Path dir, Compiled c, PrometheusProperties props, ConfigLoader loader)
+            throws IOException {
         InetSocketAddress addr = args.host.isEmpty()
                 ? new InetSocketAddress(args.port)
                 : new InetSocketAddress(InetAddress.getByName(args.host), args.port);
@@ -92,7 +101,7 @@ final class Server {
         boolean ok = false;
         try {
             PrometheusRegistry registry = new PrometheusRegistry();
-            Agent.registerJvmMetrics(c, registry, props);
+            registerJvmMetrics(c, registry, props);
             SwappableCollector sc = new SwappableCollector(c.collector);
             registry.register(sc);
             boolean ssl = https != null;
@@ -103,11 +112,19 @@ final class Server {
             server.setExecutor(executor(c.http));
             startDaemon(server);
             ok = true;
-            return new Server(args, dir, server, sc, c);
+            return new Server(args, dir, server, sc, c, loader);
         } finally {
             if (!ok) {
                 server.stop(0);
             }
+        }
+    }
+
+    /** Registers the JVM metrics jmx_exporter's agent registers, unless the config excludes them. */
+    static void registerJvmMetrics(Compiled c, PrometheusRegistry registry, PrometheusProperties props) {
+        new BuildInfoMetrics().register(registry);
+        if (!c.excludeJvmMetrics) {
+            JvmMetrics.builder(props).register(registry);
         }
     }
 
@@ -222,11 +239,14 @@ final class Server {
         t.start();
     }
 
-    /** Reloads the config if its bytes differ from those last tried. */
+    /**
+     * Reloads the config if its bytes differ from those last tried. The file is read once: the bytes compared are
+     * the bytes compiled, even when the file is replaced meanwhile.
+     */
     void reloadIfChanged() {
-        byte[] bytes;
+        ConfigLoader.Bytes bytes;
         try {
-            bytes = Agent.read(config);
+            bytes = loader.read(config);
         } catch (ConfigException e) {
             // Not a regular file, or too large: refused unopened, and reported once.
             String key = "refused: " + e.getMessage();
@@ -242,22 +262,21 @@ final class Server {
             // A missing or unreadable file (being replaced) keeps the config in force.
             return;
         }
-        String sha = Agent.sha256(bytes);
-        if (sha.equals(lastTried)) {
+        if (bytes.sha256.equals(lastTried)) {
             return;
         }
         Status.Reload r = new Status.Reload();
-        Agent.Compiled next = null;
+        Compiled next = null;
         try {
-            next = Agent.Compiled.load(config);
+            next = loader.compile(config, bytes);
             r.configSHA256 = next.sha256;
             r.ok = true;
-        } catch (Agent.Compiled.Failure f) {
-            r.configSHA256 = f.sha256.isEmpty() ? sha : f.sha256;
+        } catch (Compiled.Failure f) {
+            r.configSHA256 = f.sha256.isEmpty() ? bytes.sha256 : f.sha256;
             r.ok = false;
             r.message = f.getMessage() == null ? "" : f.getMessage();
         } catch (Throwable t) {
-            r.configSHA256 = sha;
+            r.configSHA256 = bytes.sha256;
             r.ok = false;
             r.message = Agent.describe(t);
         }
@@ -265,7 +284,7 @@ final class Server {
     }
 
     /** Records a reload attempt in the status and applies next when it is not null; tried names the attempt. */
-    private void record(Status.Reload r, Agent.Compiled next, String tried) {
+    private void record(Status.Reload r, Compiled next, String tried) {
         synchronized (this) {
             lastTried = tried;
             Status st = status.copy();
