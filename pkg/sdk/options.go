@@ -44,8 +44,8 @@ const (
 	DefaultClientBurst = 100
 )
 
-// DefaultReleaseTimeout bounds the Elector's Release call at the end of Run.
-const DefaultReleaseTimeout = 10 * time.Second
+// releaseTimeout bounds the Elector's Release call at the end of Run (docs/sdk.md, "The leadership contract").
+const releaseTimeout = 10 * time.Second
 
 // Elector gates event handling on leadership. pkg/leader implements it.
 //

@@ -92,7 +92,7 @@ func (o *Operator) Run(ctx context.Context) error {
 
 // release gives up leadership once handling has stopped.
 func (o *Operator) release(e Elector) {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	if err := e.Release(ctx); err != nil {
 		o.cfg.log.WithError(err).Error("could not release leadership; a stand-by takes over once it expires")
