@@ -216,10 +216,13 @@ func (opts Options) complete(ctx context.Context) (Options, error) {
 		}
 		o.Repo = root
 	}
+	var err error
+	if o.Repo, err = filepath.Abs(o.Repo); err != nil {
+		return o, fmt.Errorf("release: %w", err)
+	}
 	if o.OutDir == "" {
 		o.OutDir = DefaultOutDir
 	}
-	var err error
 	if o.OutDir, err = filepath.Abs(o.OutDir); err != nil {
 		return o, fmt.Errorf("release: %w", err)
 	}
