@@ -34,8 +34,8 @@ Commands:
   push    checks -out's SHA256SUMS, then pushes the image index to
           <registry>/jmx-agent:v<VERSION> and the chart to
           <registry>/charts/prometheus-jmx-exporter-operator:<VERSION>;
-          credentials from the default keychain (docker login, helm registry
-          login); the registry must be the one the release was built for
+          credentials from the default keychain (docker login's
+          config.json); the registry must be the one the release was built for
   chart   packages the chart alone into -out (as helm package does)
 
 Run 'release <command> -help' for a command's flags.

@@ -56,7 +56,7 @@ func RenderManifest(dir, imageRef string) ([]byte, error) {
 		"metadata": map[string]any{"name": ns}}}
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "# The PrometheusJmxExporter operator, image %s, rendered from %s by `make release`\n"+
-		"# (docs/release.md). Install with: kubectl apply --server-side -f <this file>\n", imageRef, relDeploy(dir))
+		"# (docs/release.md). Install with: kubectl apply -f <this file>\n", imageRef, relDeploy(dir))
 	for _, o := range append(append(crds, nsObj), rest...) {
 		data, err := yaml.Marshal(o.Object)
 		if err != nil {

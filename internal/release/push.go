@@ -49,10 +49,11 @@ type Pushed struct {
 // It first checks SHA256SUMS, and refuses a registry other than the one
 // the release was built for (its install manifests and chart name that one:
 // rebuild with that registry). Credentials come from the default keychain
-// (docker's config.json, as `docker login` or `helm registry login` writes
-// it); plain HTTP is used for localhost and 127.0.0.1 only, and another
-// registry that go-containerregistry would reach over plain HTTP (a private
-// address) is refused.
+// ($DOCKER_CONFIG/config.json or ~/.docker/config.json, as `docker login`
+// or `crane auth login` writes it, then podman's auth.json); plain HTTP is
+// used for localhost and 127.0.0.1 only, and another registry that
+// go-containerregistry would reach over plain HTTP (a private address) is
+// refused.
 func Push(ctx context.Context, dir, registry string) (Pushed, error) {
 	if registry == "" {
 		registry = DefaultRegistry

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 
 	"github.com/handlerkit/handlerkit/internal/manifest"
 	"github.com/handlerkit/handlerkit/internal/release"
+	"github.com/handlerkit/handlerkit/pkg/images/testimages"
 	"github.com/handlerkit/handlerkit/pkg/jvm/jvmtest"
 )
 
@@ -56,6 +58,45 @@ func build(t *testing.T, opts release.Options) release.Artefacts {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// shared is one host-platform build that the tests which only read it
+// share (a build is 10 to 30 s warm); TestMain removes it.
+var shared struct {
+	once sync.Once
+	dir  string
+	a    release.Artefacts
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+// hostBuild returns the shared build for the host's platform with the
+// default options.
+func hostBuild(t *testing.T) release.Artefacts {
+	t.Helper()
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "release-test-"); shared.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancel()
+		opts := release.Options{Repo: repo, OutDir: filepath.Join(shared.dir, "dist"), Platforms: []string{hostPlatform()}}
+		if testing.Verbose() {
+			opts.Log = os.Stderr
+		}
+		shared.a, shared.err = release.Build(ctx, opts)
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.a
 }
 
 func version(t *testing.T) string {
@@ -169,7 +210,7 @@ func imageFiles(t *testing.T, img v1.Image) (map[string][]byte, map[string]int64
 // with sha256sum -c; and a second build gives the same bytes.
 func TestBuildWritesTheDockerfilesImage(t *testing.T) {
 	v, commit := version(t), headCommit(t)
-	a := build(t, release.Options{Platforms: []string{hostPlatform()}})
+	a := hostBuild(t)
 	if want := release.DefaultRegistry + "/jmx-agent:v" + v; a.ImageRef != want {
 		t.Errorf("ImageRef %s, want %s", a.ImageRef, want)
 	}
@@ -332,7 +373,7 @@ type spdx struct {
 // dependency of the operator's binary, and the jmx_exporter collector at the
 // pom's version inside the agent jar, which does hold its classes.
 func TestSBOMListsTheModulesAndTheShadedArtefacts(t *testing.T) {
-	a := build(t, release.Options{Platforms: []string{hostPlatform()}})
+	a := hostBuild(t)
 	data, err := os.ReadFile(a.SBOM)
 	if err != nil {
 		t.Fatal(err)
@@ -624,5 +665,32 @@ func TestBuildBothPlatforms(t *testing.T) {
 	}
 	if len(jarLayers) != 1 {
 		t.Errorf("the platforms' jar layers are %d blobs, want one", len(jarLayers))
+	}
+}
+
+// TestTheImageLayoutIsTheDockerfiles: the paths, the user and the
+// entrypoint of the release's image are the Dockerfile's (make image) and
+// those of the image the tests build (pkg/images/testimages).
+func TestTheImageLayoutIsTheDockerfiles(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repo, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockerfile := string(data)
+	for _, want := range []string{
+		"/out/prometheus-jmx-exporter-operator " + release.OperatorPath + "\n",
+		"/out/jmx-attach " + release.JMXAttachPath + "\n",
+		"/handlerkit-jmx-agent.jar " + release.AgentJarPath + "\n",
+		"\nUSER " + release.ImageUser + "\n",
+		"\nENTRYPOINT [\"" + release.JMXAttachPath + "\"]\n",
+	} {
+		if !strings.Contains(dockerfile, want) {
+			t.Errorf("the Dockerfile has no %q", want)
+		}
+	}
+	if testimages.AgentJarPath != release.AgentJarPath || testimages.JMXAttachPath != release.JMXAttachPath ||
+		testimages.OperatorBinary().Path != release.OperatorPath {
+		t.Errorf("the tests' agent image puts its files elsewhere: %s, %s, %s", testimages.AgentJarPath,
+			testimages.JMXAttachPath, testimages.OperatorBinary().Path)
 	}
 }
