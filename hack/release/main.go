@@ -32,7 +32,8 @@ Commands:
           SBOM, the packaged chart, the single-file install manifests and
           SHA256SUMS, into -out (emptied first if it holds an earlier release)
   push    checks -out's SHA256SUMS, then pushes the image index to
-          <registry>/jmx-agent:v<VERSION> and the chart to
+          <registry>/jmx-agent:v<VERSION>, the SBOM as its referrer, and the
+          chart to
           <registry>/charts/prometheus-jmx-exporter-operator:<VERSION>;
           credentials from the default keychain (docker login's
           config.json); the registry must be the one the release was built for
@@ -104,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s@%s\n%s@%s\n", p.ImageRef, p.ImageDigest, p.ChartRef, p.ChartDigest)
+		fmt.Fprintf(stdout, "%s@%s\nSBOM %s\n%s@%s\n", p.ImageRef, p.ImageDigest, p.SBOMDigest, p.ChartRef, p.ChartDigest)
 		return nil
 	case "chart":
 		chartDir := fs.String("chart", "", "the chart's directory (default: charts/"+release.ChartName+" of the repository)")

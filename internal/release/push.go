@@ -2,6 +2,7 @@ package release
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,11 @@ const (
 	HelmConfigMediaType types.MediaType = "application/vnd.cncf.helm.config.v1+json"
 	// HelmChartMediaType is the chart's one layer: the packaged .tgz.
 	HelmChartMediaType types.MediaType = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+	// SBOMArtifactType is the artifactType of the SBOM's referrer, and
+	// the media type of its one layer.
+	SBOMArtifactType types.MediaType = "application/spdx+json"
+	// emptyConfigMediaType is OCI 1.1's empty config of an artefact.
+	emptyConfigMediaType types.MediaType = "application/vnd.oci.empty.v1+json"
 )
 
 // Pushed is what Push sent.
@@ -41,11 +47,18 @@ type Pushed struct {
 	// (<registry>/charts/prometheus-jmx-exporter-operator:<version>) and
 	// manifest digest.
 	ChartRef, ChartDigest string
+	// SBOMDigest is the digest of the SBOM's artefact, a referrer of the
+	// image index (its subject) in the image's repository.
+	SBOMDigest string
 }
 
 // Push sends the release Build wrote into dir to registry: the image index
-// to <registry>/jmx-agent:v<version> and the chart, as an OCI artefact with
-// Helm's media types, to <registry>/charts/prometheus-jmx-exporter-operator:<version>.
+// to <registry>/jmx-agent:v<version>, the SBOM as an OCI artefact whose
+// subject is the index (artifactType application/spdx+json: `oras discover`
+// lists it among the index's referrers; go-containerregistry
+// keeps the referrers tag sha256-<digest> of a registry without the
+// referrers API), and the chart, as an OCI artefact with Helm's media
+// types, to <registry>/charts/prometheus-jmx-exporter-operator:<version>.
 // It first checks SHA256SUMS, and refuses a registry other than the one
 // the release was built for (its install manifests and chart name that one:
 // rebuild with that registry). Credentials come from the default keychain
@@ -69,17 +82,19 @@ func Push(ctx context.Context, dir, registry string) (Pushed, error) {
 	if err != nil {
 		return Pushed{}, err
 	}
-	var layoutTar, chart string
+	var layoutTar, chart, sbom string
 	for _, n := range names {
 		switch {
+		case strings.HasPrefix(n, ImageRepository+"-v") && strings.HasSuffix(n, ".spdx.json"):
+			sbom = filepath.Join(dir, n)
 		case strings.HasPrefix(n, ImageRepository+"-v") && strings.HasSuffix(n, ".oci.tar"):
 			layoutTar = filepath.Join(dir, n)
 		case strings.HasPrefix(n, ChartName+"-") && strings.HasSuffix(n, ".tgz"):
 			chart = filepath.Join(dir, n)
 		}
 	}
-	if layoutTar == "" || chart == "" {
-		return Pushed{}, fmt.Errorf("release: %s lists no image layout or no chart: not a release directory", filepath.Join(dir, SumsFile))
+	if layoutTar == "" || chart == "" || sbom == "" {
+		return Pushed{}, fmt.Errorf("release: %s lists no image layout, chart or SBOM: not a release directory", filepath.Join(dir, SumsFile))
 	}
 	tmp, err := os.MkdirTemp("", "handlerkit-push-")
 	if err != nil {
@@ -107,6 +122,27 @@ func Push(ctx context.Context, dir, registry string) (Pushed, error) {
 		return Pushed{}, fmt.Errorf("release: %w", err)
 	}
 	out := Pushed{ImageRef: tag.String(), ImageDigest: d.String()}
+
+	mt, err := idx.MediaType()
+	if err != nil {
+		return Pushed{}, fmt.Errorf("release: %w", err)
+	}
+	raw, err := idx.RawManifest()
+	if err != nil {
+		return Pushed{}, fmt.Errorf("release: %w", err)
+	}
+	sbomArt, err := sbomArtefact(sbom, v1.Descriptor{MediaType: mt, Digest: d, Size: int64(len(raw))})
+	if err != nil {
+		return Pushed{}, err
+	}
+	sd, err := sbomArt.Digest()
+	if err != nil {
+		return Pushed{}, fmt.Errorf("release: %w", err)
+	}
+	if err := remote.Write(tag.Context().Digest(sd.String()), sbomArt, remoteOpts...); err != nil {
+		return Pushed{}, fmt.Errorf("release: pushing the SBOM of %s: %w", tag, err)
+	}
+	out.SBOMDigest = sd.String()
 
 	art, version, err := chartArtefact(chart)
 	if err != nil {
@@ -247,7 +283,7 @@ func chartArtefact(file string) (v1.Image, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("release: %w", err)
 	}
-	cd, cs, err := v1.SHA256(strings.NewReader(string(config)))
+	cd, cs, err := v1.SHA256(bytes.NewReader(config))
 	if err != nil {
 		return nil, "", fmt.Errorf("release: %w", err)
 	}
@@ -256,15 +292,51 @@ func chartArtefact(file string) (v1.Image, string, error) {
 		Layers: []v1.Descriptor{{MediaType: HelmChartMediaType, Digest: ld, Size: int64(len(tgz))}},
 		Annotations: map[string]string{"org.opencontainers.image.title": meta.Name,
 			"org.opencontainers.image.version": meta.Version}}
-	raw, err := json.Marshal(m)
+	img, err := artefact(m, config, layer)
 	if err != nil {
-		return nil, "", fmt.Errorf("release: %w", err)
-	}
-	img, err := partial.CompressedToImage(&rawArtefact{manifest: raw, config: config, layer: layer, layerDigest: ld})
-	if err != nil {
-		return nil, "", fmt.Errorf("release: %w", err)
+		return nil, "", err
 	}
 	return img, meta.Version, nil
+}
+
+// sbomArtefact is the SBOM file as an OCI 1.1 artefact referring to
+// subject: the empty config, the document as its one layer.
+func sbomArtefact(file string, subject v1.Descriptor) (v1.Image, error) {
+	doc, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	config := []byte("{}")
+	cd, cs, err := v1.SHA256(bytes.NewReader(config))
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	layer := static.NewLayer(doc, SBOMArtifactType)
+	ld, err := layer.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	m := v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, ArtifactType: string(SBOMArtifactType),
+		Config: v1.Descriptor{MediaType: emptyConfigMediaType, Digest: cd, Size: cs},
+		Layers: []v1.Descriptor{{MediaType: SBOMArtifactType, Digest: ld, Size: int64(len(doc)),
+			Annotations: map[string]string{"org.opencontainers.image.title": filepath.Base(file)}}},
+		Subject: &subject}
+	return artefact(m, config, layer)
+}
+
+// artefact is manifest m, with its config's bytes and its one layer, as an
+// image remote.Write can push.
+func artefact(m v1.Manifest, config []byte, layer v1.Layer) (v1.Image, error) {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	img, err := partial.CompressedToImage(&rawArtefact{manifest: raw, config: config, layer: layer,
+		layerDigest: m.Layers[0].Digest})
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	return img, nil
 }
 
 // readChartYAML returns <name>/Chart.yaml from a packaged chart.

@@ -511,8 +511,8 @@ func TestManifestsInstallWithOneApply(t *testing.T) {
 
 // TestPushSendsTheIndexAndTheChart: a release built for a registry on
 // 127.0.0.1 is pushed there (plain HTTP), and the registry then serves the
-// same image index and the chart as Helm's OCI artefact; another registry
-// and a changed artefact are refused.
+// same image index, the SBOM as its one referrer, and the chart as Helm's
+// OCI artefact; another registry and a changed artefact are refused.
 func TestPushSendsTheIndexAndTheChart(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
@@ -563,6 +563,27 @@ func TestPushSendsTheIndexAndTheChart(t *testing.T) {
 		t.Errorf("the pushed image: %v", err)
 	}
 
+	referrers, err := remote.Referrers(tag.Context().Digest(a.IndexDigest), remote.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := referrers.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.Manifests) != 1 || rm.Manifests[0].ArtifactType != "application/spdx+json" ||
+		rm.Manifests[0].Digest.String() != p.SBOMDigest {
+		t.Errorf("the index's referrers are %+v, want the SBOM %s", rm.Manifests, p.SBOMDigest)
+	} else {
+		sbom, err := remote.Image(tag.Context().Digest(p.SBOMDigest), remote.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := layerBytes(t, sbom), readFile(t, a.SBOM); !bytes.Equal(got, want) {
+			t.Errorf("the registry's SBOM (%d bytes) is not %s (%d bytes)", len(got), a.SBOM, len(want))
+		}
+	}
+
 	chartTag, err := name.NewTag(a.ChartRef, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
@@ -587,20 +608,8 @@ func TestPushSendsTheIndexAndTheChart(t *testing.T) {
 	if err := json.Unmarshal(raw, &cfg); err != nil || cfg["name"] != release.ChartName || cfg["version"] != version(t) {
 		t.Errorf("chart config %s (%v), want Chart.yaml's name and version", raw, err)
 	}
-	layers, err := chart.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := layers[0].Compressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pushed, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if local, _ := os.ReadFile(a.Chart); !bytes.Equal(pushed, local) {
+	pushed := layerBytes(t, chart)
+	if local := readFile(t, a.Chart); !bytes.Equal(pushed, local) {
 		t.Errorf("the registry's chart layer (%d bytes) is not %s (%d bytes)", len(pushed), a.Chart, len(local))
 	}
 
@@ -610,6 +619,37 @@ func TestPushSendsTheIndexAndTheChart(t *testing.T) {
 	if _, err := release.Push(ctx, a.Dir, reg); err == nil {
 		t.Error("Push sent a release whose chart no longer matches SHA256SUMS")
 	}
+}
+
+// layerBytes is the one layer of an artefact, as stored.
+func layerBytes(t *testing.T, img v1.Image) []byte {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != 1 {
+		t.Fatalf("the artefact has %d layers, want one", len(layers))
+	}
+	rc, err := layers[0].Compressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func readFile(t *testing.T, file string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // TestBuildBothPlatforms: the default platforms give one index with an
