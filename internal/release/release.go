@@ -97,8 +97,11 @@ type Options struct {
 	// empty means the repository's HEAD and its commit date (UTC, RFC 3339),
 	// or "unknown" outside git.
 	Commit, Date string
-	// AgentJar is the java agent; empty means the production jar,
-	// built from agent/ as the tests build it (jvmtest.AgentJar).
+	// AgentJar is the java agent; empty means the production jar, built
+	// from agent/ as the tests build it (jvmtest.AgentJar, which finds
+	// agent/ from its own source file, HANDLERKIT_AGENT_SRC or the working
+	// directory: Repo's when Build runs inside it). The SBOM's Maven list
+	// is always Repo's agent/pom.xml.
 	AgentJar string
 	// Log receives a line per step; nil discards them.
 	Log io.Writer
