@@ -28,7 +28,7 @@ MODULES   ?= $(if $(filter ./...,$(PKGS)),test/monitoring test/helm bench)
 # exactly the packages whose tests start a node.
 NODE_PKGS := ./pkg/testenv ./pkg/testenv/clustertest ./examples/memcached-operator/e2e ./test/e2e
 # The rest lane's longest packages, which it starts first so that it ends on
-# short ones (from warm runs: internal/release 150 s, pkg/operator 146 s, pkg/inject/atstart 108 s,
+# short ones (from warm runs: internal/release 130 s, pkg/operator 146 s, pkg/inject/atstart 108 s,
 # pkg/jvm 89 s, jvmtest 82 s, test/deploy 79 s, jmx-attach 70 s, then 25 to
 # 50 s each; hack/lanes_test.go checks that they exist and start no node).
 LONG_PKGS := ./internal/release ./pkg/operator ./pkg/inject/atstart ./hack ./pkg/jvm/jvmtest ./pkg/jvm ./cmd/jmx-attach ./pkg/sdk ./test/deploy \
