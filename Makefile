@@ -28,10 +28,10 @@ MODULES   ?= $(if $(filter ./...,$(PKGS)),test/monitoring test/helm bench)
 # exactly the packages whose tests start a node.
 NODE_PKGS := ./pkg/testenv ./pkg/testenv/clustertest ./examples/memcached-operator/e2e ./test/e2e
 # The rest lane's longest packages, which it starts first so that it ends on
-# short ones (from warm runs: pkg/operator 146 s, pkg/inject/atstart 108 s,
+# short ones (from warm runs: internal/release 130 s, pkg/operator 146 s, pkg/inject/atstart 108 s,
 # pkg/jvm 89 s, jvmtest 82 s, test/deploy 79 s, jmx-attach 70 s, then 25 to
 # 50 s each; hack/lanes_test.go checks that they exist and start no node).
-LONG_PKGS := ./pkg/operator ./pkg/inject/atstart ./hack ./pkg/jvm/jvmtest ./pkg/jvm ./cmd/jmx-attach ./pkg/sdk ./test/deploy \
+LONG_PKGS := ./internal/release ./pkg/operator ./pkg/inject/atstart ./hack ./pkg/jvm/jvmtest ./pkg/jvm ./cmd/jmx-attach ./pkg/sdk ./test/deploy \
 	./pkg/testenv/outsidemodule ./pkg/leader ./pkg/images/testimages ./hack/demo
 # How many packages the rest lane builds and runs at once (go test -p): with
 # 2, the next package's test binary builds (when its code changed) while one
@@ -105,9 +105,28 @@ IMAGE  ?= ghcr.io/handlerkit/jmx-agent:$(VERSION)
 DOCKER ?= docker
 
 .PHONY: image
-image: ## Build the operator and agent image from the Dockerfile (needs a Docker engine; `make images` builds the same layout without one).
-	@$(DOCKER) info >/dev/null 2>&1 || { echo "make image: no Docker engine answers '$(DOCKER) info'; start one, or build the same image without Docker: make images" >&2; exit 1; }
+image: ## Build the operator and agent image from the Dockerfile (needs a Docker engine; `make release` is the no-Docker way).
+	@$(DOCKER) info >/dev/null 2>&1 || { echo "make image: no Docker engine answers '$(DOCKER) info'; start one, or build the release image without Docker: make release" >&2; exit 1; }
 	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg DATE=$(DATE) -t $(IMAGE) .
+
+# The release (docs/release.md), built without Docker by hack/release
+# (internal/release) into DIST: the agent image for PLATFORMS as an OCI
+# image index (an OCI layout tarball), its SPDX SBOM, the packaged chart,
+# the single-file install manifests and SHA256SUMS. The image, the chart's
+# default image and the manifests name REGISTRY, so `make push` must be
+# given the same REGISTRY (it rebuilds with it first). Needs Go, git and
+# Maven with a JDK (the agent jar, cached as `make agent` caches it).
+REGISTRY  ?= ghcr.io/handlerkit
+PLATFORMS ?= linux/amd64,linux/arm64
+DIST      ?= dist
+
+.PHONY: release
+release: ## Build the release into dist/ without Docker: multi-arch image (OCI layout), SBOM, chart .tgz, install manifests, SHA256SUMS (REGISTRY, PLATFORMS).
+	$(GO) run ./hack/release build -out '$(DIST)' -registry '$(REGISTRY)' -platforms '$(PLATFORMS)' -commit '$(COMMIT)' -date '$(DATE)'
+
+.PHONY: push
+push: release ## Build the release for REGISTRY, then push its image index and its chart (OCI) there: make push REGISTRY=... (credentials: docker login).
+	$(GO) run ./hack/release push -out '$(DIST)' -registry '$(REGISTRY)'
 
 .PHONY: test
 test: ## Unit, integration and cluster-mode tests against a real cluster, and the benchmark's smoke test (two lanes: hack/test-lanes.sh).

@@ -8,6 +8,7 @@ module github.com/handlerkit/handlerkit/test/helm
 go 1.26.0
 
 require (
+	github.com/google/go-containerregistry v0.22.1
 	helm.sh/helm/v4 v4.3.1
 	k8s.io/apimachinery v0.37.1
 	k8s.io/cli-runtime v0.37.1
