@@ -198,7 +198,6 @@ func installReleaseManifest(t *testing.T, art release.Artefacts, pulls *pullCoun
 // report of unserved exporters off (it would write other tests' exporters'
 // status); uses it; uninstalls it; and lists what is left.
 func installReleaseChart(t *testing.T, art release.Artefacts, pushed release.Pushed, pulls *pullCounter, imageRepo string) {
-	ctx := t.Context()
 	ns := newNamespace(t, "e2e-release-helm", nil)
 	chartRef, version, ok := strings.Cut(pushed.ChartRef, ":"+art.Version)
 	if !ok || version != "" {
@@ -287,11 +286,11 @@ func useRelease(t *testing.T, ns string, art release.Artefacts, pulls *pullCount
 	}
 	// The exporter's finalizer is the operator's to remove: delete it while
 	// the operator runs, as an admin does before an uninstall.
-	if err := jmxClient.JmxV1alpha1().PrometheusJmxExporters(ns).Delete(ctx, "released", metav1.DeleteOptions{}); err != nil {
+	if err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Delete(ctx, "released", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "the exporter deleted", func() (bool, string) {
-		_, err := jmxClient.JmxV1alpha1().PrometheusJmxExporters(ns).Get(ctx, "released", metav1.GetOptions{})
+		_, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).Get(ctx, "released", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	if err := kube.CoreV1().Pods(ns).Delete(ctx, "jvm", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
