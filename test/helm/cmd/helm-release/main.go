@@ -6,7 +6,12 @@
 // CRD; it lives in this test-only module so that Helm never enters
 // handlerkit's go.mod.
 //
-//	helm-release -kubeconfig FILE -namespace NS -name RELEASE [-chart DIR] [-values FILE]... install|upgrade|uninstall
+// The chart is a directory, a packaged chart (.tgz), or a chart in an OCI
+// registry (oci://host/path/name, with -version; -plain-http for a registry
+// served without TLS, which a test starts on loopback), fetched the way
+// `helm install oci://...` fetches it.
+//
+//	helm-release -kubeconfig FILE -namespace NS -name RELEASE [-chart DIR|TGZ|oci://REF [-version V] [-plain-http]] [-values FILE]... install|upgrade|uninstall
 package main
 
 import (
@@ -16,13 +21,17 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart"
 	"helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/cli"
 	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/registry"
 	ri "helm.sh/helm/v4/pkg/release"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -45,7 +54,9 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("helm-release", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file of the cluster")
-	chartDir := fs.String("chart", "", "chart directory (install, upgrade)")
+	chartRef := fs.String("chart", "", "chart directory, packaged chart or oci:// reference (install, upgrade)")
+	version := fs.String("version", "", "the chart's version, for an oci:// chart (default: the newest)")
+	plainHTTP := fs.Bool("plain-http", false, "reach an oci:// chart's registry over plain HTTP")
 	name := fs.String("name", "prometheus-jmx-exporter-operator", "release name")
 	namespace := fs.String("namespace", "default", "release namespace")
 	timeout := fs.Duration("timeout", 2*time.Minute, "time limit of the action")
@@ -69,10 +80,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		_, err := u.Run(*name)
 		return err
 	}
-	if *chartDir == "" {
+	if *chartRef == "" {
 		return fmt.Errorf("-chart is required")
 	}
-	ch, err := loader.Load(*chartDir)
+	ch, err := loadChart(*chartRef, *version, *plainHTTP)
 	if err != nil {
 		return err
 	}
@@ -110,6 +121,41 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	default:
 		return fmt.Errorf("unknown action %q: install, upgrade or uninstall", fs.Arg(0))
 	}
+}
+
+// loadChart loads a chart from a directory, a .tgz, or an OCI registry
+// (downloaded into a temporary directory that it removes).
+func loadChart(ref, version string, plainHTTP bool) (chart.Charter, error) {
+	if !registry.IsOCI(ref) {
+		return loader.Load(ref)
+	}
+	tmp, err := os.MkdirTemp("", "helm-release-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	opts := []registry.ClientOption{registry.ClientOptWriter(io.Discard),
+		registry.ClientOptCredentialsFile(filepath.Join(tmp, "registry.json"))}
+	if plainHTTP {
+		opts = append(opts, registry.ClientOptPlainHTTP())
+	}
+	rc, err := registry.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	settings := cli.New()
+	settings.RepositoryCache = filepath.Join(tmp, "repository")
+	settings.ContentCache = filepath.Join(tmp, "content")
+	settings.RepositoryConfig = filepath.Join(tmp, "repositories.yaml")
+	settings.RegistryConfig = filepath.Join(tmp, "registry.json")
+	i := action.NewInstall(action.NewConfiguration())
+	i.SetRegistryClient(rc)
+	i.Version, i.PlainHTTP = version, plainHTTP
+	path, err := i.LocateChart(ref, settings)
+	if err != nil {
+		return nil, err
+	}
+	return loader.Load(path)
 }
 
 // notes prints the release's NOTES.txt, as helm does after an install or
