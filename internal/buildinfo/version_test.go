@@ -78,6 +78,24 @@ func TestOneVersion(t *testing.T) {
 	if !strings.Contains(read(t, "agent/src/main/java/dev/handlerkit/jmxagent/Agent.java"), `static final String VERSION = "`+v+`";`) {
 		t.Errorf("Agent.VERSION is not %q: the agent's jmx_exporter_build_info would name another version", v)
 	}
+	// The install commands the README and docs/install.md show name this
+	// release: the chart's --version and the manifest's download path.
+	for _, f := range []string{"README.md", "docs/install.md", "docs/release.md"} {
+		text := read(t, f)
+		for _, m := range regexp.MustCompile(`prometheus-jmx-exporter-operator --version (\S+)`).FindAllStringSubmatch(text, -1) {
+			if m[1] != v {
+				t.Errorf("%s installs chart version %s, want %s", f, m[1], v)
+			}
+		}
+		for _, m := range regexp.MustCompile(`releases/download/(v[^/\s]+)/`).FindAllStringSubmatch(text, -1) {
+			if m[1] != tag {
+				t.Errorf("%s downloads release %s, want %s", f, m[1], tag)
+			}
+		}
+	}
+	if !strings.Contains(read(t, "README.md"), "releases/download/"+tag+"/") {
+		t.Errorf("README.md's install section does not show the release's manifest (releases/download/%s/)", tag)
+	}
 	mk := read(t, "Makefile")
 	for _, want := range []string{"VERSION ?= v$(shell cat VERSION)", "$(BUILDINFO).version=$(VERSION)", "jmx-agent:$(VERSION)"} {
 		if !strings.Contains(mk, want) {
