@@ -152,7 +152,7 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 	if err != nil {
 		p.pods[pod.Name] = podFailed
 		p.failures = append(p.failures, fmt.Sprintf("%s: %s: %v; the pod is never attached while it carries that annotation (its JVMs may have the agent from their start): "+
-			"recreate the pod without it", pod.Name, reasonAtStartRecordInvalid, err))
+			"recreate the pod without it", pod.Name, jmxv1alpha1.ReasonAtStartRecordInvalid, err))
 		return
 	}
 	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
@@ -249,10 +249,6 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 			spec: p.spec, tasks: tasks})
 	}
 }
-
-// reasonAtStartRecordInvalid names, in InjectionFailed, a pod whose
-// atstart.AnnotationInjected cannot be read.
-const reasonAtStartRecordInvalid = "AtStartRecordInvalid"
 
 func containerStatus(pod *corev1.Pod, name string) (corev1.ContainerStatus, bool) {
 	for _, cs := range pod.Status.ContainerStatuses {

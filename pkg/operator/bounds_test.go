@@ -134,7 +134,7 @@ func TestTheMemoryOfGonePodsIsEmpty(t *testing.T) {
 		func(r *operator.Reconciler) { rec = r })
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeBoth, true))
 	waitUntil(t, time.Minute, "the eviction of a refused and bare reported", func() (bool, string) {
-		return c.hasEvent(t, ns, "Pod", "a", operator.EventEvictionRefused) && c.hasEvent(t, ns, "Pod", "bare", operator.EventEvictionSkipped),
+		return c.hasEvent(t, ns, "Pod", "a", jmxv1alpha1.ReasonEvictionRefused) && c.hasEvent(t, ns, "Pod", "bare", jmxv1alpha1.ReasonEvictionSkipped),
 			fmt.Sprintf("no Events yet; Ready: %s", c.condition(t, ns, "orders", jmxv1alpha1.ConditionReady).Message)
 	})
 	retried, evictions := operator.PodMemory(rec)

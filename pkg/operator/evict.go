@@ -24,27 +24,6 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/sdk/action"
 )
 
-// Event reasons of spec.injection.restartOnRefusal.
-const (
-	// EventEvicted: the operator evicted a pod whose JVM refuses a live
-	// attach, so that its controller recreates it with the agent at start.
-	EventEvicted = "EvictedOnRefusal"
-	// EventEvictionRefused: the API server refused the eviction (429: a
-	// PodDisruptionBudget allows no disruption now; or RBAC); it is retried
-	// with backoff.
-	EventEvictionRefused = "EvictionRefused"
-	// EventEvictionSkipped: the pod has no controller, so an eviction would
-	// only delete it; the operator never does.
-	EventEvictionSkipped = "EvictionSkipped"
-	// EventRestartOnRefusalStopped: a pod the operator evicted was not
-	// replaced by a ready pod with the agent at start (the replacement came
-	// without the agent, did not appear, or did not become ready within
-	// Options.ReplacementWait); the operator evicts no more of the
-	// exporter's pods until its spec changes, so that a workload is never
-	// emptied. It is jmxv1alpha1.ReasonRestartOnRefusalStopped.
-	EventRestartOnRefusalStopped = jmxv1alpha1.ReasonRestartOnRefusalStopped
-)
-
 // evictionVisibleWithin is how long after the operator recorded an eviction
 // its pod may still look untouched in the pod cache (the cache lags the
 // eviction); past it the eviction did not take place (it was refused, or the
@@ -303,8 +282,8 @@ func (l *restartLook) candidates() []*corev1.Pod {
 				"recreate it yourself, and the new pod gets the agent at start", pod.Name)
 			sdk.LoggerFrom(l.ctx).Warnf("operator: %s: %s", l.key, msg)
 			rec := sdk.EventRecorderFrom(l.ctx)
-			rec.Event(podRef(pod), corev1.EventTypeWarning, EventEvictionSkipped, msg)
-			rec.Event(l.ex, corev1.EventTypeWarning, EventEvictionSkipped, msg)
+			rec.Event(podRef(pod), corev1.EventTypeWarning, jmxv1alpha1.ReasonEvictionSkipped, msg)
+			rec.Event(l.ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonEvictionSkipped, msg)
 		}
 	}
 	if len(bare) > 0 {
@@ -348,7 +327,7 @@ func (l *restartLook) stop(ev *jmxv1alpha1.Eviction, reason, replacement, why st
 	l.p.restartStopped = l.state.Stopped.Message
 	l.notes = append(l.notes, l.state.Stopped.Message)
 	sdk.LoggerFrom(l.ctx).Warnf("operator: %s: %s (%s)", l.key, msg, reason)
-	sdk.EventRecorderFrom(l.ctx).Event(l.ex, corev1.EventTypeWarning, EventRestartOnRefusalStopped, msg)
+	sdk.EventRecorderFrom(l.ctx).Event(l.ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonRestartOnRefusalStopped, msg)
 }
 
 // follow judges the eviction under way, ev: it says whether the look goes
@@ -529,8 +508,8 @@ func (l *restartLook) evicted(pod *corev1.Pod, owner metav1.OwnerReference) {
 		"gets the agent at start; the exporter's next refused pod waits until this one is gone and its replacement runs", pod.Name, owner.Kind, owner.Name)
 	sdk.LoggerFrom(l.ctx).Infof("operator: %s: %s", l.key, msg)
 	rec := sdk.EventRecorderFrom(l.ctx)
-	rec.Event(podRef(pod), corev1.EventTypeNormal, EventEvicted, msg)
-	rec.Event(l.ex, corev1.EventTypeNormal, EventEvicted, msg)
+	rec.Event(podRef(pod), corev1.EventTypeNormal, jmxv1alpha1.ReasonEvictedOnRefusal, msg)
+	rec.Event(l.ex, corev1.EventTypeNormal, jmxv1alpha1.ReasonEvictedOnRefusal, msg)
 	l.notes = append(l.notes, fmt.Sprintf("evicted pod %s; waiting until it is gone and replaced", pod.Name))
 	l.requeue(5 * time.Second)
 }
@@ -550,8 +529,8 @@ func (l *restartLook) evictionRefused(pod *corev1.Pod, err error) {
 	msg := fmt.Sprintf("the eviction of pod %s (restartOnRefusal) was refused: %s; retried with backoff", pod.Name, why)
 	sdk.LoggerFrom(l.ctx).Warnf("operator: %s: %s (next in %s)", l.key, msg, backoff.Round(time.Second))
 	rec := sdk.EventRecorderFrom(l.ctx)
-	rec.Event(podRef(pod), corev1.EventTypeWarning, EventEvictionRefused, msg)
-	rec.Event(l.ex, corev1.EventTypeWarning, EventEvictionRefused, msg)
+	rec.Event(podRef(pod), corev1.EventTypeWarning, jmxv1alpha1.ReasonEvictionRefused, msg)
+	rec.Event(l.ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonEvictionRefused, msg)
 	l.notes = append(l.notes, fmt.Sprintf("the eviction of pod %s was refused (%s); retried with backoff", pod.Name, why))
 	l.requeue(backoff)
 }

@@ -23,12 +23,6 @@ import (
 // next look is (ContainerRecord.NextLookAt), or why there is none
 // (LooksEnded).
 
-// ReasonWaitingForJVM is the Ready condition's reason (False) when no JVM
-// was found yet in the selected containers of every matched pod, and they
-// are looked at again for one that starts late. NoJVMFound is left for
-// containers that are no longer looked at.
-const ReasonWaitingForJVM = "WaitingForJVM"
-
 // DefaultLateJVMInterval is the wait before the second look at a container
 // start without a JVM; each later look waits twice as long as the one
 // before, up to MaxLateJVMInterval.
@@ -155,7 +149,7 @@ func (p *plan) noJVMCondition() metav1.Condition {
 		// Names only, sorted: the message (and so the status) does not
 		// change with each look; each pod's record has its next look.
 		sort.Strings(p.waitingJVM)
-		return condition(jmxv1alpha1.ConditionReady, false, ReasonWaitingForJVM, fmt.Sprintf(
+		return condition(jmxv1alpha1.ConditionReady, false, jmxv1alpha1.ReasonWaitingForJVM, fmt.Sprintf(
 			"waiting for a JVM: none found yet in the selected containers of the matched pods (%d containers); they are looked at again "+
 				"on the late-JVM schedule (--late-jvm-interval; the pod's record %s has the next look) and when they restart: %s",
 			len(p.waitingJVM), AnnotationAgents, limitList(p.waitingJVM, 10)))

@@ -240,7 +240,7 @@ func (r *Reconciler) ensurePodMonitor(ctx context.Context, ex *jmxv1alpha1.Prome
 		return unstructured.SetNestedField(pm.Object, spec, "spec")
 	}, action.WithFieldManager(fieldManager))
 	if foreign := (*foreignPodMonitorError)(nil); errors.As(err, &foreign) {
-		sdk.EventRecorderFrom(ctx).Eventf(ex, corev1.EventTypeWarning, ReasonPodMonitorNameTaken,
+		sdk.EventRecorderFrom(ctx).Eventf(ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonPodMonitorNameTaken,
 			"a PodMonitor named %s exists and is not this exporter's, so the operator keeps none for it: rename or delete the other one", foreign.name)
 		return nil
 	}
@@ -252,10 +252,6 @@ func (r *Reconciler) ensurePodMonitor(ctx context.Context, ex *jmxv1alpha1.Prome
 	}
 	return nil
 }
-
-// ReasonPodMonitorNameTaken is the Event reason when a PodMonitor named like
-// the exporter exists and the exporter does not control it.
-const ReasonPodMonitorNameTaken = "PodMonitorNameTaken"
 
 // foreignPodMonitorError: a PodMonitor of the exporter's name that it does
 // not control.

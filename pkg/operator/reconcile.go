@@ -169,8 +169,8 @@ func (r *Reconciler) releaseDeparted(ctx context.Context, ex *jmxv1alpha1.Promet
 		ref := pod.DeepCopy()
 		ref.APIVersion, ref.Kind = "v1", "Pod"
 		rec := sdk.EventRecorderFrom(ctx)
-		rec.Event(ref, corev1.EventTypeNormal, "LeftSelector", msg)
-		rec.Event(ex, corev1.EventTypeNormal, "LeftSelector", msg)
+		rec.Event(ref, corev1.EventTypeNormal, jmxv1alpha1.ReasonLeftSelector, msg)
+		rec.Event(ex, corev1.EventTypeNormal, jmxv1alpha1.ReasonLeftSelector, msg)
 	}
 }
 
@@ -199,7 +199,7 @@ func (r *Reconciler) finalize(ctx context.Context, ex *jmxv1alpha1.PrometheusJmx
 		}
 	}
 	rec := sdk.EventRecorderFrom(ctx)
-	rec.Eventf(ex, corev1.EventTypeNormal, "Finalized",
+	rec.Eventf(ex, corev1.EventTypeNormal, jmxv1alpha1.ReasonFinalized,
 		"removed the operator's annotations from %d pods; agents already loaded keep running until their containers restart (a java agent cannot be unloaded from a running JVM)", cleared)
 	if _, err := action.RemoveFinalizer(ctx, nil, ex, Finalizer); err != nil && !apierrors.IsNotFound(err) {
 		return err
