@@ -46,6 +46,28 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 		return wait, nil
 	}
 
+	r.eventBadConditions(ctx, ex, old, st, p)
+	ex.Status = *st
+	err := action.UpdateStatus(ctx, ex)
+	if apierrors.IsInvalid(err) {
+		var done bool
+		if done, err = r.writeReduced(ctx, ex, old, st, key, fp, err); done {
+			return 0, nil
+		}
+	}
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return 0, sdk.RequeueAfter(0)
+		}
+		return 0, fmt.Errorf("update status: %w", err)
+	}
+	r.pacer.wrote(key, time.Now())
+	return 0, nil
+}
+
+// eventBadConditions records a Warning Event (and a log line) for each
+// condition of st that is bad and turned (or changed) since old.
+func (r *Reconciler) eventBadConditions(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, old, st *jmxv1alpha1.PrometheusJmxExporterStatus, p *plan) {
 	rec := sdk.EventRecorderFrom(ctx)
 	for _, c := range st.Conditions {
 		bad := c.Type == jmxv1alpha1.ConditionDegraded && c.Status == metav1.ConditionTrue ||
@@ -69,51 +91,50 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 			sdk.LoggerFrom(ctx).Warnf("operator: %s/%s: %s=%s %s: %s", ex.Namespace, ex.Name, c.Type, c.Status, c.Reason, c.Message)
 		}
 	}
-	ex.Status = *st
-	err := action.UpdateStatus(ctx, ex)
+}
+
+// writeReduced answers the API server's refusal (err) of st as invalid:
+// sending the same status again gets the same answer, so it is remembered
+// (by its fingerprint fp), said, and a reduced status the server accepts is
+// written instead (a minimal one when even that is refused). It says
+// whether it is done (not even the minimal status was accepted: nothing
+// more is tried until the exporter or its pods change), or the write's
+// error.
+func (r *Reconciler) writeReduced(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, old, st *jmxv1alpha1.PrometheusJmxExporterStatus, key, fp string,
+	err error) (bool, error) {
+	rec := sdk.EventRecorderFrom(ctx)
+	msg := truncateMsg(err.Error(), 2000)
+	r.refusedMu.Lock()
+	r.refused[key] = refusal{fingerprint: fp, message: msg}
+	r.refusedMu.Unlock()
+	reduced := reducedStatus(st, msg)
+	keepTransitionTimes(reduced, old)
+	c := findCondition(reduced.Conditions, jmxv1alpha1.ConditionDegraded)
+	rec.Event(ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonStatusRefused, c.Message)
+	sdk.LoggerFrom(ctx).Errorf("operator: %s/%s: the API server refused the status as invalid (not sent again unchanged; writing it without metricsEndpoints and portPendingPods): %s",
+		ex.Namespace, ex.Name, msg)
+	ex.Status = *reduced
+	err = action.UpdateStatus(ctx, ex)
 	if apierrors.IsInvalid(err) {
-		// Sending the same status again gets the same answer: remember it,
-		// say so, and write what the server accepts instead.
-		msg := truncateMsg(err.Error(), 2000)
-		r.refusedMu.Lock()
-		r.refused[key] = refusal{fingerprint: fp, message: msg}
-		r.refusedMu.Unlock()
-		reduced := reducedStatus(st, msg)
-		keepTransitionTimes(reduced, old)
-		c := findCondition(reduced.Conditions, jmxv1alpha1.ConditionDegraded)
-		rec.Event(ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonStatusRefused, c.Message)
-		sdk.LoggerFrom(ctx).Errorf("operator: %s/%s: the API server refused the status as invalid (not sent again unchanged; writing it without metricsEndpoints and portPendingPods): %s",
-			ex.Namespace, ex.Name, msg)
-		ex.Status = *reduced
+		// Even the reduced status is refused: keep only the generation
+		// and the conditions, whose messages the schema bounds.
+		minimal := &jmxv1alpha1.PrometheusJmxExporterStatus{ObservedGeneration: reduced.ObservedGeneration,
+			MatchedPods: reduced.MatchedPods, InjectedPods: reduced.InjectedPods, FailedPods: reduced.FailedPods,
+			RestartOnRefusal: reduced.RestartOnRefusal}
+		for _, c := range reduced.Conditions {
+			c.Message = truncateMsg(c.Message, 1000)
+			minimal.Conditions = append(minimal.Conditions, c)
+		}
+		ex.Status = *minimal
 		err = action.UpdateStatus(ctx, ex)
 		if apierrors.IsInvalid(err) {
-			// Even the reduced status is refused: keep only the generation
-			// and the conditions, whose messages the schema bounds.
-			minimal := &jmxv1alpha1.PrometheusJmxExporterStatus{ObservedGeneration: reduced.ObservedGeneration,
-				MatchedPods: reduced.MatchedPods, InjectedPods: reduced.InjectedPods, FailedPods: reduced.FailedPods,
-				RestartOnRefusal: reduced.RestartOnRefusal}
-			for _, c := range reduced.Conditions {
-				c.Message = truncateMsg(c.Message, 1000)
-				minimal.Conditions = append(minimal.Conditions, c)
-			}
-			ex.Status = *minimal
-			err = action.UpdateStatus(ctx, ex)
-			if apierrors.IsInvalid(err) {
-				sdk.LoggerFrom(ctx).Errorf("operator: %s/%s: the API server refused even a minimal status; not retried until the exporter or its pods change: %v",
-					ex.Namespace, ex.Name, err)
-				r.pacer.wrote(key, time.Now())
-				return 0, nil
-			}
+			sdk.LoggerFrom(ctx).Errorf("operator: %s/%s: the API server refused even a minimal status; not retried until the exporter or its pods change: %v",
+				ex.Namespace, ex.Name, err)
+			r.pacer.wrote(key, time.Now())
+			return true, nil
 		}
 	}
-	if err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return 0, sdk.RequeueAfter(0)
-		}
-		return 0, fmt.Errorf("update status: %w", err)
-	}
-	r.pacer.wrote(key, time.Now())
-	return 0, nil
+	return false, err
 }
 
 // status is the exporter's status as the plan finds it, from its stored

@@ -8,12 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject"
-	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
 
 // Late JVMs: a container start in which jmx-attach found no JVM within
@@ -173,29 +171,5 @@ func (r *Reconciler) planNoJVM(p *plan, j *job, pod *corev1.Pod, cs corev1.Conta
 		p.retryIn = minPositive(p.retryIn, wait+time.Second)
 		return
 	}
-	if wait := r.retries.wait(retryKey(pod, cs.Name, cs.ContainerID)); wait > 0 {
-		p.retryIn = minPositive(p.retryIn, wait)
-		return
-	}
-	j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: true, lateLook: true})
-}
-
-// pruneIfGone forgets the in-memory state of pod once the pod cache no
-// longer has it (the pod was deleted, or replaced by one of the same name):
-// every kind of retry key under its UID (its container starts' and its
-// eviction's backoff), and what restartOnRefusal remembers of it. The pod watch's map function calls it for every pod event (the
-// cache drops a deleted pod before its event is handed out), and every job
-// when it ends, so whichever comes last prunes.
-func (r *Reconciler) pruneIfGone(ctx context.Context, pod *corev1.Pod) {
-	uid := string(pod.UID)
-	if !r.retries.hasPod(uid) && !r.holdsPod(pod.UID) {
-		return
-	}
-	var live corev1.Pod
-	live.Namespace, live.Name = pod.Namespace, pod.Name
-	err := r.read.Get(ctx, &live, query.FromWatch(WatchPods))
-	if apierrors.IsNotFound(err) || err == nil && string(live.UID) != uid {
-		r.retries.forgetPod(uid)
-		r.forgetPodEvictions(pod.UID)
-	}
+	r.queue(p, j, task{container: cs, previous: c, hadRecord: true, lateLook: true})
 }

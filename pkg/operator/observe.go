@@ -39,23 +39,8 @@ func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
 		}
 		where := pod.Name + "/" + cs.Name
 		key := c.Generation == p.generation && c.ConfigHash == p.configHash
-		// A JVM that ended during a load, or soon after one.
-		if key && c.Failure != nil && c.Failure.Reason == jmxv1alpha1.ReasonJVMEnded {
-			msg := "the JVM ended while its agent was being loaded: " + c.Failure.Message
-			if term := terminationOf(cs, c.ContainerID); term != nil {
-				msg += "; the container's last state: " + describeTermination(term)
-			}
-			p.deaths = append(p.deaths, jmxv1alpha1.CircuitBreaker{Pod: pod.Name, Container: cs.Name, ContainerID: c.ContainerID, Message: msg})
-		} else if at, what := touchedAt(c); key && at != nil {
-			if term := terminationOf(cs, c.ContainerID); term != nil && !stoppedOnRequest(term) &&
-				term.FinishedAt.Sub(at.Time) <= window {
-				after := term.FinishedAt.Sub(at.Time).Round(time.Second)
-				if after < 0 {
-					after = 0
-				}
-				p.deaths = append(p.deaths, jmxv1alpha1.CircuitBreaker{Pod: pod.Name, Container: cs.Name, ContainerID: c.ContainerID,
-					Message: fmt.Sprintf("the JVM ended %s after %s; the container's last state: %s", after, what, describeTermination(term))})
-			}
+		if key {
+			p.noteDeath(pod.Name, cs, c, window)
 		}
 		// A config the agent refused, at a load or a reload.
 		if c.Failure != nil && c.Failure.Reason == jmxv1alpha1.ReasonConfigInvalid && c.ConfigHash == p.configHash {
@@ -78,25 +63,60 @@ func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
 		if c.ContainerID != cs.ContainerID || cs.State.Running == nil || len(c.JVMs) == 0 {
 			continue
 		}
-		switch {
-		case c.ConfigHash == p.configHash:
-			if c.Note != "" {
-				p.notes = append(p.notes, where+": "+c.Note)
-			}
-			if c.Generation == p.generation {
-				// Records keep whole seconds: the window counts from the
-				// end of the second of the load.
-				if at := c.loadedAt().Add(time.Second); now.Sub(at) >= window {
-					p.proven = true
-				} else if at.After(p.landedAt) {
-					p.landedAt = at
-				}
-			}
-		case c.Rejected != nil && c.Rejected.ConfigHash == p.configHash:
-			p.refused = append(p.refused, fmt.Sprintf("%s: %s: %s", where, c.Rejected.Reason, c.Rejected.Message))
-		default:
-			p.stale = append(p.stale, where)
+		p.noteAgents(where, c, now, window)
+	}
+}
+
+// noteDeath notes the JVM of the pod's container cs that ended during a
+// load under the current generation and config (c, its record), or within
+// the breaker window after the last touch (touchedAt).
+func (p *plan) noteDeath(pod string, cs corev1.ContainerStatus, c ContainerRecord, window time.Duration) {
+	if c.Failure != nil && c.Failure.Reason == jmxv1alpha1.ReasonJVMEnded {
+		msg := "the JVM ended while its agent was being loaded: " + c.Failure.Message
+		if term := terminationOf(cs, c.ContainerID); term != nil {
+			msg += "; the container's last state: " + describeTermination(term)
 		}
+		p.deaths = append(p.deaths, jmxv1alpha1.CircuitBreaker{Pod: pod, Container: cs.Name, ContainerID: c.ContainerID, Message: msg})
+		return
+	}
+	at, what := touchedAt(c)
+	if at == nil {
+		return
+	}
+	if term := terminationOf(cs, c.ContainerID); term != nil && !stoppedOnRequest(term) &&
+		term.FinishedAt.Sub(at.Time) <= window {
+		after := term.FinishedAt.Sub(at.Time).Round(time.Second)
+		if after < 0 {
+			after = 0
+		}
+		p.deaths = append(p.deaths, jmxv1alpha1.CircuitBreaker{Pod: pod, Container: cs.Name, ContainerID: c.ContainerID,
+			Message: fmt.Sprintf("the JVM ended %s after %s; the container's last state: %s", after, what, describeTermination(term))})
+	}
+}
+
+// noteAgents notes what the agents of a container's current start (where,
+// "pod/container"; c, its record) serve: the current config (and, under
+// the current generation, for how long), a refusal of it, or an earlier
+// one.
+func (p *plan) noteAgents(where string, c ContainerRecord, now time.Time, window time.Duration) {
+	switch {
+	case c.ConfigHash == p.configHash:
+		if c.Note != "" {
+			p.notes = append(p.notes, where+": "+c.Note)
+		}
+		if c.Generation == p.generation {
+			// Records keep whole seconds: the window counts from the end
+			// of the second of the load.
+			if at := c.loadedAt().Add(time.Second); now.Sub(at) >= window {
+				p.proven = true
+			} else if at.After(p.landedAt) {
+				p.landedAt = at
+			}
+		}
+	case c.Rejected != nil && c.Rejected.ConfigHash == p.configHash:
+		p.refused = append(p.refused, fmt.Sprintf("%s: %s: %s", where, c.Rejected.Reason, c.Rejected.Message))
+	default:
+		p.stale = append(p.stale, where)
 	}
 }
 

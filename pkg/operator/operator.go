@@ -208,6 +208,16 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 	if o.ContainerLogs == nil {
 		o.ContainerLogs = podLogs{client: o.Client}
 	}
+	r := newReconciler(op, o)
+	if err := r.watch(op); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// newReconciler builds the Reconciler of op with the options o (defaults
+// filled in): its strategies, and whether it keeps PodMonitors.
+func newReconciler(op *sdk.Operator, o Options) *Reconciler {
 	r := &Reconciler{
 		op:         op,
 		opts:       o,
@@ -246,29 +256,38 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		}
 		r.podMonitors = served
 	}
+	return r
+}
+
+// watch registers the Reconciler's watches on op: the exporters (handled
+// by r), the pods and ConfigMaps (mapped to their exporters), the exporters
+// of unserved namespaces (--report-unserved), and the PodMonitors when the
+// cluster serves them.
+func (r *Reconciler) watch(op *sdk.Operator) error {
+	o := r.opts
 	ns := o.Namespaces
 	if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", ns, o.Resync,
 		sdk.WithName(WatchExporters), sdk.WithHandler(r),
 		sdk.WithIndex(indexConfigMap, configMapIndex)); err != nil {
-		return nil, fmt.Errorf("operator: watch exporters: %w", err)
+		return fmt.Errorf("operator: watch exporters: %w", err)
 	}
 	if err := op.Watch("v1", "Pod", ns, 0,
 		sdk.WithName(WatchPods), sdk.WithTransform(TrimPod), sdk.WithIndex(indexRecordedBy, recordedByIndex),
 		sdk.WithMapTo(WatchExporters, r.exportersOfPod)); err != nil {
-		return nil, fmt.Errorf("operator: watch pods: %w", err)
+		return fmt.Errorf("operator: watch pods: %w", err)
 	}
 	// ConfigMaps: identities only (configMaps holds the data of those that
 	// exporters read).
 	if err := op.Watch("v1", "ConfigMap", ns, 0,
 		sdk.WithName(WatchConfigMaps), sdk.WithMetadataOnly(), sdk.WithTransform(configMapIdentity),
 		sdk.WithMapTo(WatchExporters, r.exportersOfConfigMap)); err != nil {
-		return nil, fmt.Errorf("operator: watch configmaps: %w", err)
+		return fmt.Errorf("operator: watch configmaps: %w", err)
 	}
 	if served := servedNamespaces(ns); len(served) > 0 && o.ReportUnserved {
 		if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", "", 0,
 			sdk.WithName(WatchUnserved), sdk.WithFieldSelector(unservedSelector(served)),
 			sdk.WithHandler(&unserved{served: served})); err != nil {
-			return nil, fmt.Errorf("operator: watch exporters of unserved namespaces: %w", err)
+			return fmt.Errorf("operator: watch exporters of unserved namespaces: %w", err)
 		}
 		op.Logger().Infof("operator: exporters outside %s get NotServed=True (--report-unserved)", strings.Join(served, ", "))
 	}
@@ -276,13 +295,13 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		if err := op.Watch(PodMonitorGVK.GroupVersion().String(), PodMonitorGVK.Kind, ns, 0,
 			sdk.WithName(WatchPodMonitors),
 			sdk.WithOwnerOf(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter")); err != nil {
-			return nil, fmt.Errorf("operator: watch podmonitors: %w", err)
+			return fmt.Errorf("operator: watch podmonitors: %w", err)
 		}
 		op.Logger().Infof("operator: the cluster serves %s PodMonitors: one is kept per exporter", PodMonitorGVK.GroupVersion())
 	} else if !o.DisablePodMonitors {
 		op.Logger().Infof("operator: the cluster serves no %s PodMonitors: none are kept (pods are annotated for Prometheus either way); restart the operator after installing the CRD", PodMonitorGVK.GroupVersion())
 	}
-	return r, nil
+	return nil
 }
 
 func (o Options) withDefaults() Options {

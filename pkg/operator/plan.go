@@ -188,7 +188,7 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 			continue
 		}
 		r.observe(p, pod)
-		r.planPod(ctx, ex, p, pod, p.mayAct() && p.strategyErr == "", strategy)
+		r.planPod(ctx, ex, p, pod, p.mayAttach(), strategy)
 	}
 	p.departed = r.departed(ctx, ex, sel)
 	if r.beforeGate != nil {
@@ -196,7 +196,7 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	}
 	r.judge(ctx, ex, p)
 	r.claimedAtStart(ex, p)
-	if !p.mayAct() || p.strategyErr != "" {
+	if !p.mayAttach() {
 		p.jobs = nil
 	} else {
 		r.gate(ex.Namespace+"/"+ex.Name, p)
@@ -348,3 +348,7 @@ func derefTime(t *metav1.Time) metav1.Time {
 	}
 	return *t
 }
+
+// mayAttach says whether the look may attach to or reconfigure JVMs: the
+// exporter may act now (its verdict) and its strategy is enabled.
+func (p *plan) mayAttach() bool { return p.mayAct() && p.strategyErr == "" }

@@ -83,16 +83,7 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 		return nil
 	}
 	if e.Deleted {
-		r.metrics.forgetExporter(ex.Namespace, ex.Name)
-		r.conditions.forget(ex.Namespace, ex.Name)
-		r.canaryMu.Lock()
-		delete(r.canary, ex.Namespace+"/"+ex.Name)
-		r.canaryMu.Unlock()
-		r.refusedMu.Lock()
-		delete(r.refused, ex.Namespace+"/"+ex.Name)
-		r.refusedMu.Unlock()
-		r.forgetEvictions(ex.Namespace + "/" + ex.Name)
-		r.pacer.forget(ex.Namespace + "/" + ex.Name)
+		r.forgetExporter(ex.Namespace, ex.Name)
 		return nil
 	}
 	if ex.DeletionTimestamp != nil {
@@ -204,9 +195,6 @@ func (r *Reconciler) finalize(ctx context.Context, ex *jmxv1alpha1.PrometheusJmx
 	if _, err := action.RemoveFinalizer(ctx, nil, ex, Finalizer); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	r.metrics.forgetExporter(ex.Namespace, ex.Name)
-	r.conditions.forget(ex.Namespace, ex.Name)
-	r.forgetEvictions(ex.Namespace + "/" + ex.Name)
-	r.pacer.forget(ex.Namespace + "/" + ex.Name)
+	r.forgetExporter(ex.Namespace, ex.Name)
 	return nil
 }
