@@ -53,3 +53,8 @@ func StatusOf(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, pods [
 	r.judge(ctx, ex, p)
 	return r.status(ctx, ex, p, p.counts())
 }
+
+// WatchUnserved is the watch of the exporters in the namespaces the
+// operator does not serve (watchUnserved), for the tests outside the
+// package.
+const WatchUnserved = watchUnserved

@@ -70,7 +70,7 @@ func (r *Reconciler) wake(ctx context.Context, exporter string) {
 	if ctx.Err() != nil {
 		return // the next leader, or the next start, looks at every exporter
 	}
-	if err := r.op.Enqueue(WatchExporters, exporter); err != nil {
+	if err := r.op.Enqueue(watchExporters, exporter); err != nil {
 		r.op.Logger().Warnf("operator: wake exporter %s: %v", exporter, err)
 	}
 }
@@ -120,7 +120,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) {
 func (r *Reconciler) stillNeeded(ctx context.Context, j *job) (*corev1.Pod, bool) {
 	var pod corev1.Pod
 	pod.Namespace, pod.Name = j.pod.Namespace, j.pod.Name
-	if err := r.read.Get(ctx, &pod, query.FromWatch(WatchPods)); err != nil {
+	if err := r.read.Get(ctx, &pod, query.FromWatch(watchPods)); err != nil {
 		if !apierrors.IsNotFound(err) {
 			// The cache is stopping (shutdown, leadership lost) or not
 			// synced: the look that follows the job plans it again.
@@ -178,7 +178,7 @@ func (r *Reconciler) awaitCache(ctx context.Context, j *job) bool {
 	for ctx.Err() == nil {
 		var pod corev1.Pod
 		pod.Namespace, pod.Name = j.pod.Namespace, j.pod.Name
-		err := r.read.Get(ctx, &pod, query.FromWatch(WatchPods))
+		err := r.read.Get(ctx, &pod, query.FromWatch(watchPods))
 		if apierrors.IsNotFound(err) || err == nil && (pod.UID != j.pod.UID || showsRecords(&pod, j.written)) {
 			return true
 		}

@@ -16,26 +16,26 @@ import (
 
 // Late JVMs: a container start in which jmx-attach found no JVM within
 // --jvm-wait is not given up. It is looked at again on a slow schedule
-// (Options.LateJVMInterval, doubling up to MaxLateJVMInterval), and its next
+// (Options.LateJVMInterval, doubling up to maxLateJVMInterval), and its next
 // start (a restart) is looked at like any new one. Its record says when the
 // next look is (ContainerRecord.NextLookAt), or why there is none
 // (LooksEnded).
 
 // DefaultLateJVMInterval is the wait before the second look at a container
 // start without a JVM; each later look waits twice as long as the one
-// before, up to MaxLateJVMInterval.
+// before, up to maxLateJVMInterval.
 const DefaultLateJVMInterval = 10 * time.Minute
 
-// MaxLateJVMInterval is the longest wait between two looks (or the
+// maxLateJVMInterval is the longest wait between two looks (or the
 // interval itself, when that is longer).
-const MaxLateJVMInterval = time.Hour
+const maxLateJVMInterval = time.Hour
 
-// MaxLateLooks bounds the late looks at one container start: with the
+// maxLateLooks bounds the late looks at one container start: with the
 // default interval the last is about 4h10m after the first look. A JVM
 // launched later than that is found when its container restarts. Each look
 // with Exec streams jmx-attach and the agent jar into the container, so
 // sidecars that never run a JVM must not be looked at forever.
-const MaxLateLooks = 6
+const maxLateLooks = 6
 
 // lateLookBudgetKept is how many of a pod's ephemeral containers a late look
 // leaves unused: one, for the injection of its containers' next start.
@@ -44,7 +44,7 @@ const lateLookBudgetKept = 1
 // lookDelay is the wait after look n (1: the first) found no JVM.
 func (r *Reconciler) lookDelay(n int) time.Duration {
 	d := r.opts.LateJVMInterval
-	limit := max(MaxLateJVMInterval, d)
+	limit := max(maxLateJVMInterval, d)
 	for i := 1; i < n && d < limit; i++ {
 		d *= 2
 	}
@@ -80,9 +80,9 @@ func (r *Reconciler) noJVMRecord(j *job, cs corev1.ContainerStatus, n int, ended
 	switch {
 	case ended != "":
 		c.LooksEnded = truncateMsg(ended, 512)
-	case n > MaxLateLooks:
+	case n > maxLateLooks:
 		c.LooksEnded = fmt.Sprintf("no more looks for a JVM that starts late: %d looks found none (at most %d late looks per container start); "+
-			"the container's next start is looked at as usual", n, MaxLateLooks)
+			"the container's next start is looked at as usual", n, maxLateLooks)
 	case r.lateLooksOn():
 		// Records keep whole seconds: rounded up, the look is never early.
 		at := time.Now().Add(r.lookDelay(n))

@@ -27,7 +27,7 @@ func (r *Reconciler) pruneIfGone(ctx context.Context, pod *corev1.Pod) {
 	}
 	var live corev1.Pod
 	live.Namespace, live.Name = pod.Namespace, pod.Name
-	err := r.read.Get(ctx, &live, query.FromWatch(WatchPods))
+	err := r.read.Get(ctx, &live, query.FromWatch(watchPods))
 	if apierrors.IsNotFound(err) || err == nil && string(live.UID) != uid {
 		r.retries.forgetPod(uid)
 		r.forgetPodEvictions(pod.UID)

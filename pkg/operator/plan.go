@@ -162,7 +162,7 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	// after the pods were read (see gate).
 	p.canaryRunning = r.canaryRunning(ex.Namespace + "/" + ex.Name)
 	var pods corev1.PodList
-	if err := r.read.List(ctx, ex.Namespace, &pods, query.WithLabelSelector(sel.String()), query.FromWatch(WatchPods)); err != nil {
+	if err := r.read.List(ctx, ex.Namespace, &pods, query.WithLabelSelector(sel.String()), query.FromWatch(watchPods)); err != nil {
 		log.Warnf("operator: list pods of %s/%s: %v", ex.Namespace, ex.Name, err)
 		p.retryIn = 5 * time.Second
 		return p
@@ -222,7 +222,7 @@ func ownPods(jobs []*job) {
 	}
 }
 
-// jobPod is the part of pod a job keeps (ownPods), and what TrimPod keeps
+// jobPod is the part of pod a job keeps (ownPods), and what trimPod keeps
 // of the pod's identity and spec. A hostNetwork pod's IP is kept too: it is
 // the address its agent binds (inject.AgentHost).
 func jobPod(pod *corev1.Pod) *corev1.Pod {
@@ -285,7 +285,7 @@ func (r *Reconciler) departed(ctx context.Context, ex *jmxv1alpha1.PrometheusJmx
 		return ok && m.GetDeletionTimestamp() == nil && !sel.Matches(labels.Set(m.GetLabels()))
 	})
 	var pods corev1.PodList
-	if err := r.read.List(ctx, ex.Namespace, &pods, query.FromWatch(WatchPods), query.MatchingIndex(indexRecordedBy, ex.Name), leftSelector); err != nil {
+	if err := r.read.List(ctx, ex.Namespace, &pods, query.FromWatch(watchPods), query.MatchingIndex(indexRecordedBy, ex.Name), leftSelector); err != nil {
 		return nil
 	}
 	var out []*corev1.Pod

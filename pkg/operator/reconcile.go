@@ -173,7 +173,7 @@ func (r *Reconciler) finalize(ctx context.Context, ex *jmxv1alpha1.PrometheusJmx
 		return nil
 	}
 	var pods corev1.PodList
-	if err := r.read.List(ctx, ex.Namespace, &pods, query.FromWatch(WatchPods)); err != nil {
+	if err := r.read.List(ctx, ex.Namespace, &pods, query.FromWatch(watchPods)); err != nil {
 		return err
 	}
 	cleared := 0
