@@ -237,7 +237,7 @@ func (r *Reconciler) replaceHarmed(ctx context.Context, ex *jmxv1alpha1.Promethe
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		p.retryIn = minPositive(p.retryIn, time.Second)
 	default:
-		d := min(2*time.Second<<min(try.attempts, 8), 5*time.Minute)
+		d := backoff(try.attempts)
 		try.attempts++
 		try.next = time.Now().Add(d)
 		why := truncateMsg(err.Error(), 500)

@@ -1,5 +1,8 @@
 package operator
 
+// canary.go is gate and the canary: a change reaches one container first,
+// and the others once a JVM has run it for the breaker window.
+
 import (
 	"fmt"
 	"sort"

@@ -1,5 +1,8 @@
 package operator
 
+// conditions.go builds the status' conditions (Ready, ConfigApplied,
+// Degraded) from a plan.
+
 import (
 	"fmt"
 	"sort"

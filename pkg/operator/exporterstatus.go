@@ -1,5 +1,8 @@
 package operator
 
+// exporterstatus.go computes an exporter's status from a plan and writes it:
+// the Events of conditions that turn bad, and a status the API server refuses.
+
 import (
 	"context"
 	"crypto/sha256"

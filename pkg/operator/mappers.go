@@ -1,5 +1,7 @@
 package operator
 
+// mappers.go maps pod and ConfigMap events to the exporters to look at.
+
 import (
 	"context"
 

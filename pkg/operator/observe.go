@@ -1,5 +1,9 @@
 package operator
 
+// observe.go reads what the pods' records say of the current generation and
+// config (deaths, refusals, proven or landed loads), and judge turns that
+// into the breaker and ConfigValid.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,8 @@
 package operator
 
+// plan.go is the look at one exporter: the plan it fills (what the pods show
+// and what to do), and the pods it reads, owns or lost.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,9 @@
 package operator
 
+// planpod.go plans one attached pod: what each selected container's current
+// start needs (a load, a reload, a late look, nothing), asking the retry
+// policy through queue.
+
 import (
 	"context"
 	"fmt"

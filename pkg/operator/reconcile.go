@@ -1,5 +1,9 @@
 package operator
 
+// reconcile.go is the exporters' handler: Handle looks at an exporter (plan),
+// starts its jobs, acts on what the look found (evictions, departed pods, the
+// PodMonitor) and writes its status; finalize lets a deleted exporter go.
+
 import (
 	"context"
 	"fmt"

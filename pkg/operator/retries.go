@@ -1,5 +1,8 @@
 package operator
 
+// retries.go is the backoff of transient failures, per container start and
+// per pod, and the operator's one retry policy (backoff).
+
 import (
 	"strings"
 	"sync"
@@ -46,8 +49,7 @@ func (r *retries) wait(key string) time.Duration {
 	return 0
 }
 
-// failed records a transient failure and returns the backoff: 2s doubling to
-// 5m.
+// failed records a transient failure and returns the backoff (backoff).
 func (r *retries) failed(key string) time.Duration {
 	uid, rest := splitRetryKey(key)
 	r.mu.Lock()
@@ -58,10 +60,7 @@ func (r *retries) failed(key string) time.Duration {
 		r.m[uid] = pod
 	}
 	e := pod[rest]
-	d := 2 * time.Second << min(e.attempts, 8)
-	if d > 5*time.Minute {
-		d = 5 * time.Minute
-	}
+	d := backoff(e.attempts)
 	e.attempts++
 	e.next = time.Now().Add(d)
 	pod[rest] = e
@@ -124,4 +123,10 @@ func (r *retries) pods() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.m)
+}
+
+// backoff is the operator's one retry policy: the wait after a transient
+// failure that follows attempts earlier ones, 2s doubling to 5m.
+func backoff(attempts int) time.Duration {
+	return min(2*time.Second<<min(attempts, 8), 5*time.Minute)
 }

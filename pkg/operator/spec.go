@@ -1,5 +1,8 @@
 package operator
 
+// spec.go checks an exporter's spec (its defaults, its agent image and paths,
+// its strategy) and loads and validates its config.
+
 import (
 	"context"
 	"fmt"
