@@ -92,6 +92,25 @@ func (e *evictions) forget(uid types.UID) {
 	delete(e.refusals, uid)
 }
 
+// keepOnly drops the pods that are not in seen. A look that read a pod
+// before its deletion can note it after the pod watch forgot it
+// (pruneIfGone), and no later event of the pod comes: the exporter's next
+// look, which no longer sees it, drops it here.
+func (e *evictions) keepOnly(seen map[types.UID]bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for uid := range e.skipped {
+		if !seen[uid] {
+			delete(e.skipped, uid)
+		}
+	}
+	for uid := range e.refusals {
+		if !seen[uid] {
+			delete(e.refusals, uid)
+		}
+	}
+}
+
 // size is the number of entries.
 func (e *evictions) size() int {
 	e.mu.Lock()
@@ -141,6 +160,18 @@ func (r *Reconciler) forgetPodEvictions(uid types.UID) {
 	for _, e := range r.evictions {
 		e.forget(uid)
 	}
+}
+
+// seen are the UIDs of the pods the plan read that its selector matches,
+// being deleted or not.
+func (p *plan) seen() map[types.UID]bool {
+	out := make(map[types.UID]bool, len(p.matched)+len(p.terminating))
+	for _, list := range [][]*corev1.Pod{p.matched, p.terminating} {
+		for _, pod := range list {
+			out[pod.UID] = true
+		}
+	}
+	return out
 }
 
 // onlyAttachRefused says whether every failure of the plan is AttachRefused.
@@ -209,6 +240,7 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 		return // an eviction under way is judged when the pods can be read
 	}
 	l := &restartLook{r: r, ctx: ctx, ex: ex, p: p, key: key, state: state, mem: r.evictionsOf(key)}
+	l.mem.keepOnly(p.seen())
 	candidates := l.candidates()
 	defer func() { p.restartNote = strings.Join(l.notes, "; ") }()
 	if ev := state.Eviction; ev != nil && !l.follow(ev) {
