@@ -311,7 +311,7 @@ func (r *Reconciler) reportAgentVerdict(j *job, cs corev1.ContainerStatus, c Con
 func (r *Reconciler) podGone(ctx context.Context, namespace, name string, uid types.UID) bool {
 	var pod corev1.Pod
 	pod.Namespace, pod.Name = namespace, name
-	err := r.read.Get(ctx, &pod, query.FromWatch(WatchPods))
+	err := r.read.Get(ctx, &pod, query.FromWatch(watchPods))
 	return apierrors.IsNotFound(err) || err == nil && pod.UID != uid
 }
 

@@ -86,33 +86,15 @@ func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart
 	} else if why != "" {
 		return atstart.Input{}, false, nil
 	}
-	v := r.verdictOf(ctx, ex, spec)
-	if reason, msg := v.why(); reason != "" {
-		return refuse("%s: %s", reason, msg)
+	ex, spec, v, err := r.admissionVerdict(ctx, ex, spec)
+	if err != nil {
+		return refuse("%v", err)
 	}
-	if err := r.atStartHeld(ex, &v); err != nil {
-		// The cache may not show yet that the change was proven (or that
-		// the claim lapsed): while a claim holds, ask the API server.
-		live := &jmxv1alpha1.PrometheusJmxExporter{}
-		live.Namespace, live.Name = ex.Namespace, ex.Name
-		if lerr := r.read.Get(ctx, live, query.Live()); lerr != nil {
-			return refuse("%v", err)
-		}
-		ex, spec = live, r.defaulted(live.Spec)
-		if v = r.verdictOf(ctx, ex, spec); !v.mayAct() {
-			reason, msg := v.why()
-			return refuse("%s: %s", reason, msg)
-		}
-		if err := r.atStartHeld(ex, &v); err != nil {
-			return refuse("%v", err)
-		}
-	}
-	config := v.config
 	in := atstart.Input{
 		Exporter:   ex.Name,
 		Containers: slices.Clone(spec.Containers),
 		Port:       spec.Port,
-		Config:     config,
+		Config:     v.config,
 		Image:      spec.Agent.Image,
 		PullPolicy: r.opts.PullPolicy,
 		Delivery:   r.opts.AtStartDelivery,
@@ -124,6 +106,38 @@ func (r *Reconciler) AtStartInput(ctx context.Context, pod *corev1.Pod) (atstart
 		in.Claim = func(ctx context.Context) error { return r.claimAtStart(ctx, ex, v) }
 	}
 	return in, true, nil
+}
+
+// admissionVerdict is the verdict on ex (verdictOf) for a pod being
+// created, with whether the change may be tried at the pod's start now
+// (atStartHeld); an error says why the pod gets no agent. The cache may not
+// show yet that the change was proven (or that a claim lapsed): while a
+// claim holds, the exporter is read from the API server and judged again.
+// It returns the exporter and spec it judged.
+func (r *Reconciler) admissionVerdict(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, spec jmxv1alpha1.PrometheusJmxExporterSpec) (
+	*jmxv1alpha1.PrometheusJmxExporter, jmxv1alpha1.PrometheusJmxExporterSpec, verdict, error) {
+	v := r.verdictOf(ctx, ex, spec)
+	if reason, msg := v.why(); reason != "" {
+		return ex, spec, v, fmt.Errorf("%s: %s", reason, msg)
+	}
+	err := r.atStartHeld(ex, &v)
+	if err == nil {
+		return ex, spec, v, nil
+	}
+	live := &jmxv1alpha1.PrometheusJmxExporter{}
+	live.Namespace, live.Name = ex.Namespace, ex.Name
+	if lerr := r.read.Get(ctx, live, query.Live()); lerr != nil {
+		return ex, spec, v, err
+	}
+	ex, spec = live, r.defaulted(live.Spec)
+	v = r.verdictOf(ctx, ex, spec)
+	if reason, msg := v.why(); reason != "" {
+		return ex, spec, v, fmt.Errorf("%s: %s", reason, msg)
+	}
+	if err := r.atStartHeld(ex, &v); err != nil {
+		return ex, spec, v, err
+	}
+	return ex, spec, v, nil
 }
 
 // attachAllowed says whether the exporter's mode lets the operator attach
@@ -152,7 +166,7 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 	if err != nil {
 		p.pods[pod.Name] = podFailed
 		p.failures = append(p.failures, fmt.Sprintf("%s: %s: %v; the pod is never attached while it carries that annotation (its JVMs may have the agent from their start): "+
-			"recreate the pod without it", pod.Name, reasonAtStartRecordInvalid, err))
+			"recreate the pod without it", pod.Name, jmxv1alpha1.ReasonAtStartRecordInvalid, err))
 		return
 	}
 	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
@@ -160,55 +174,10 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 		p.pending = append(p.pending, pod.Name+" (not running; given the agent at start)")
 		return
 	}
-	rec := readRecord(pod)
-	state := podInjected
-	var tasks []task
-	jvms := 0
+	pp := podPlan{plan: p, pod: pod, rec: readRecord(pod), exporter: ex.Name, state: podInjected,
+		job: &job{exporter: ex.Namespace + "/" + ex.Name, exporterName: ex.Name, pod: pod, spec: p.spec}}
 	for i, name := range at.Containers {
-		cs, ok := containerStatus(pod, name)
-		if !ok || cs.State.Running == nil || cs.ContainerID == "" {
-			state = worse(state, podPending)
-			p.pending = append(p.pending, pod.Name+"/"+name+" (not running; given the agent at start)")
-			continue
-		}
-		port := at.Ports[name]
-		if port == 0 && i == 0 {
-			port = at.Port
-		}
-		if port == 0 {
-			p.atStartNotes = append(p.atStartNotes, fmt.Sprintf("%s/%s: the %s annotation names no port for the container; not reported", pod.Name, name, atstart.AnnotationInjected))
-			continue
-		}
-		started := cs.State.Running.StartedAt
-		want := ContainerRecord{ContainerID: cs.ContainerID, Port: at.Port, ConfigHash: at.ConfigHash, InjectedAt: &started,
-			InjectedBy: jmxv1alpha1.InjectedByAtStart, Generation: at.Generation}
-		c, ok := rec.current(name, cs.ContainerID)
-		if !ok || !atStartVerdict(c, want) {
-			// Not serving until the agent's line says so (agentline.go).
-			state = worse(state, podPending)
-			if t, due := r.planAgentLine(p, pod, cs, want, port); due {
-				tasks = append(tasks, t)
-			}
-			continue
-		}
-		if rec.Exporter != ex.Name {
-			tasks = append(tasks, task{container: cs, atStart: &c, atStartPort: port})
-		}
-		if c.Failure != nil {
-			state = worse(state, podFailed)
-			p.failures = append(p.failures, fmt.Sprintf("%s/%s: %s: %s", pod.Name, name, c.Failure.Reason, c.Failure.Message))
-			continue
-		}
-		jvms++
-		if !p.hasEndpoint(pod.Name, port) {
-			p.endpoints = append(p.endpoints, jmxv1alpha1.MetricsEndpoint{
-				Pod: pod.Name, Container: name, PodIP: pod.Status.PodIP, Port: port, ContainerID: cs.ContainerID,
-				InjectedAt: started, InjectedBy: jmxv1alpha1.InjectedByAtStart,
-			})
-		}
-		if p.configHash != "" && at.ConfigHash != p.configHash {
-			p.atStartStale = append(p.atStartStale, pod.Name+"/"+name)
-		}
+		r.planAtStartContainer(&pp, at, i, name)
 	}
 	r.agentLines.keepOnly(pod)
 	if at.Port != p.spec.Port {
@@ -218,8 +187,78 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 	if at.Exporter != ex.Name {
 		p.atStartNotes = append(p.atStartNotes, fmt.Sprintf("pod %s was given the agent at start by exporter %s, with its config", pod.Name, at.Exporter))
 	}
-	// Selected containers the webhook left alone (see the warnings of the
-	// pod's creation) are not attached either.
+	p.noteLeftAlone(pod, at)
+	if pp.jvms > 0 && len(pp.rec.Kept) > 0 {
+		p.ownAnnotations = append(p.ownAnnotations, fmt.Sprintf("%s (%s)", pod.Name, strings.Join(pp.rec.Kept, ", ")))
+	}
+	if pp.state == podInjected && pp.jvms == 0 {
+		pp.state = podPending
+		p.pending = append(p.pending, pod.Name+" (given the agent at start, in no running container)")
+	}
+	p.pods[pod.Name] = pp.state
+	p.atStartPods++
+	p.atStartDeliveries.add(pod, at, r.opts.AtStartDelivery)
+	if len(pp.job.tasks) > 0 && !r.pool.Busy(string(pod.UID)) {
+		p.recordJobs = append(p.recordJobs, pp.job)
+	}
+}
+
+// planAtStartContainer reports the container name, the i-th the record of
+// the agent at start (at) names: an endpoint once its agent's verdict is
+// known, pending until then (its agent's line is read, agentline.go). A
+// record job writes the operator's record of it.
+func (r *Reconciler) planAtStartContainer(pp *podPlan, at atstart.Record, i int, name string) {
+	p, pod := pp.plan, pp.pod
+	cs, ok := containerStatus(pod, name)
+	if !ok || cs.State.Running == nil || cs.ContainerID == "" {
+		pp.worsen(podPending)
+		p.pending = append(p.pending, pod.Name+"/"+name+" (not running; given the agent at start)")
+		return
+	}
+	port := at.Ports[name]
+	if port == 0 && i == 0 {
+		port = at.Port
+	}
+	if port == 0 {
+		p.atStartNotes = append(p.atStartNotes, fmt.Sprintf("%s/%s: the %s annotation names no port for the container; not reported", pod.Name, name, atstart.AnnotationInjected))
+		return
+	}
+	started := cs.State.Running.StartedAt
+	want := ContainerRecord{ContainerID: cs.ContainerID, Port: at.Port, ConfigHash: at.ConfigHash, InjectedAt: &started,
+		InjectedBy: jmxv1alpha1.InjectedByAtStart, Generation: at.Generation}
+	c, ok := pp.rec.current(name, cs.ContainerID)
+	if !ok || !atStartVerdict(c, want) {
+		// Not serving until the agent's line says so (agentline.go).
+		pp.worsen(podPending)
+		if t, due := r.planAgentLine(p, pod, cs, want, port); due {
+			pp.job.tasks = append(pp.job.tasks, t)
+		}
+		return
+	}
+	if pp.rec.Exporter != pp.exporter {
+		pp.job.tasks = append(pp.job.tasks, task{container: cs, atStart: &c, atStartPort: port})
+	}
+	if c.Failure != nil {
+		pp.worsen(podFailed)
+		p.failures = append(p.failures, fmt.Sprintf("%s/%s: %s: %s", pod.Name, name, c.Failure.Reason, c.Failure.Message))
+		return
+	}
+	pp.jvms++
+	if !p.hasEndpoint(pod.Name, port) {
+		p.endpoints = append(p.endpoints, jmxv1alpha1.MetricsEndpoint{
+			Pod: pod.Name, Container: name, PodIP: pod.Status.PodIP, Port: port, ContainerID: cs.ContainerID,
+			InjectedAt: started, InjectedBy: jmxv1alpha1.InjectedByAtStart,
+		})
+	}
+	if p.configHash != "" && at.ConfigHash != p.configHash {
+		p.atStartStale = append(p.atStartStale, pod.Name+"/"+name)
+	}
+}
+
+// noteLeftAlone notes the pod's selected containers that the webhook left
+// alone (see the warnings of the pod's creation): they are not attached
+// either.
+func (p *plan) noteLeftAlone(pod *corev1.Pod, at atstart.Record) {
 	var left []string
 	for _, cs := range pod.Status.ContainerStatuses {
 		if selectedContainer(p.spec.Containers, cs.Name) && !slices.Contains(at.Containers, cs.Name) {
@@ -234,25 +273,7 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 		p.atStartNotes = append(p.atStartNotes, fmt.Sprintf("pod %s: containers %s were not given the agent at start (the webhook left them alone; "+
 			"%s) and are not attached", pod.Name, strings.Join(left, ", "), why))
 	}
-	if jvms > 0 && len(rec.Kept) > 0 {
-		p.ownAnnotations = append(p.ownAnnotations, fmt.Sprintf("%s (%s)", pod.Name, strings.Join(rec.Kept, ", ")))
-	}
-	if state == podInjected && jvms == 0 {
-		state = podPending
-		p.pending = append(p.pending, pod.Name+" (given the agent at start, in no running container)")
-	}
-	p.pods[pod.Name] = state
-	p.atStartPods++
-	p.atStartDeliveries.add(pod, at, r.opts.AtStartDelivery)
-	if len(tasks) > 0 && !r.pool.Busy(string(pod.UID)) {
-		p.recordJobs = append(p.recordJobs, &job{exporter: ex.Namespace + "/" + ex.Name, exporterName: ex.Name, pod: pod,
-			spec: p.spec, tasks: tasks})
-	}
 }
-
-// reasonAtStartRecordInvalid names, in InjectionFailed, a pod whose
-// atstart.AnnotationInjected cannot be read.
-const reasonAtStartRecordInvalid = "AtStartRecordInvalid"
 
 func containerStatus(pod *corev1.Pod, name string) (corev1.ContainerStatus, bool) {
 	for _, cs := range pod.Status.ContainerStatuses {

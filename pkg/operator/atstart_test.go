@@ -364,11 +364,11 @@ func TestRestartOnRefusalEvictsOnePodAtATime(t *testing.T) {
 	}
 	waitUntil(t, time.Minute, "pod a evicted", func() (bool, string) { return gone("a"), "a is there" })
 	waitUntil(t, 30*time.Second, "the eviction's Events", func() (bool, string) {
-		return c.hasEvent(t, ns, "PrometheusJmxExporter", "orders", operator.EventEvicted, "pod a", "ReplicaSet orders-1") &&
-			c.hasEvent(t, ns, "Pod", "a", operator.EventEvicted, "agent at start"), "none"
+		return c.hasEvent(t, ns, "PrometheusJmxExporter", "orders", jmxv1alpha1.ReasonEvictedOnRefusal, "pod a", "ReplicaSet orders-1") &&
+			c.hasEvent(t, ns, "Pod", "a", jmxv1alpha1.ReasonEvictedOnRefusal, "agent at start"), "none"
 	})
 	waitUntil(t, 30*time.Second, "the bare pod's Event", func() (bool, string) {
-		return c.hasEvent(t, ns, "Pod", "bare", operator.EventEvictionSkipped, "no controller"), "none"
+		return c.hasEvent(t, ns, "Pod", "bare", jmxv1alpha1.ReasonEvictionSkipped, "no controller"), "none"
 	})
 	ready := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionReady, metav1.ConditionFalse, jmxv1alpha1.ReasonAttachRefused)
 	waitUntil(t, 30*time.Second, "the Ready message saying what restartOnRefusal waits for", func() (bool, string) {
@@ -392,7 +392,7 @@ func TestRestartOnRefusalEvictsOnePodAtATime(t *testing.T) {
 	// attached, refused again, and not evicted: the operator stops.
 	c.createPod(t, ns, podSpec{name: "b-2", labels: labels, owner: rs}, "containerd://b21")
 	waitUntil(t, time.Minute, "the stop's Event", func() (bool, string) {
-		return c.hasEvent(t, ns, "PrometheusJmxExporter", "orders", operator.EventRestartOnRefusalStopped, "b-2", "without the agent at start"), "none"
+		return c.hasEvent(t, ns, "PrometheusJmxExporter", "orders", jmxv1alpha1.ReasonRestartOnRefusalStopped, "b-2", "without the agent at start"), "none"
 	})
 	waitUntil(t, 30*time.Second, "b-2 refused", func() (bool, string) {
 		got := c.record(t, ns, "b-2")
@@ -666,7 +666,7 @@ func (c *cluster) waitEvictionRefusedTwice(t *testing.T, ns, pod string) {
 			t.Fatal(err)
 		}
 		for _, e := range list.Items {
-			if e.Reason == operator.EventEvictionRefused && strings.Contains(e.Message, "429") {
+			if e.Reason == jmxv1alpha1.ReasonEvictionRefused && strings.Contains(e.Message, "429") {
 				return e.Count >= 2, fmt.Sprintf("count %d: %s", e.Count, e.Message)
 			}
 		}

@@ -207,50 +207,17 @@ func (r *Reconciler) replaceHarmed(ctx context.Context, ex *jmxv1alpha1.Promethe
 	if !p.breakerOpen || cb == nil || !p.podsRead {
 		return
 	}
-	var pod *corev1.Pod
-	for _, m := range p.matched {
-		if m.Name == cb.Pod {
-			pod = m
-		}
-	}
+	pod := harmedAtStart(p, cb)
 	if pod == nil {
-		return // gone: replaced, or deleted by someone
-	}
-	at, ok, err := atstart.ParseRecord(pod)
-	if !ok || err != nil || at.Generation != cb.Generation || len(cb.ConfigSHA256) < 16 || at.ConfigHash != cb.ConfigSHA256[:16] {
-		return // not harmed at start under the breaker's change
-	}
-	log := sdk.LoggerFrom(ctx)
-	rec := sdk.EventRecorderFrom(ctx)
-	say := func(try *harmedTry, typ, reason, msg string) {
-		if try.said == reason+msg {
-			return
-		}
-		try.said = reason + msg
-		log.Warnf("operator: %s/%s: %s", ex.Namespace, ex.Name, msg)
-		ref := pod.DeepCopy()
-		ref.APIVersion, ref.Kind = "v1", "Pod"
-		rec.Event(ref, typ, reason, msg)
-		rec.Event(ex, typ, reason, msg)
+		return
 	}
 	r.evictMu.Lock()
 	defer r.evictMu.Unlock()
-	if r.harmed == nil {
-		r.harmed = map[types.UID]*harmedTry{}
-	}
-	for uid, t := range r.harmed {
-		if time.Since(t.at) > time.Hour {
-			delete(r.harmed, uid)
-		}
-	}
-	try := r.harmed[pod.UID]
-	if try == nil {
-		try = &harmedTry{at: time.Now()}
-		r.harmed[pod.UID] = try
-	}
+	try := r.harmedTryOf(pod.UID)
+	say := func(typ, reason, msg string) { sayHarmed(ctx, ex, pod, try, typ, reason, msg) }
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
-		say(try, corev1.EventTypeWarning, jmxv1alpha1.ReasonHarmedPodNotReplaced, fmt.Sprintf(
+		say(corev1.EventTypeWarning, jmxv1alpha1.ReasonHarmedPodNotReplaced, fmt.Sprintf(
 			"pod %s, whose JVM ended after it was given the agent at start, has no controller: evicting it would only delete it, so it is left; "+
 				"delete it and create it again: the circuit breaker being open, it is created without the agent", pod.Name))
 		return
@@ -259,10 +226,10 @@ func (r *Reconciler) replaceHarmed(ctx context.Context, ex *jmxv1alpha1.Promethe
 		p.retryIn = minPositive(p.retryIn, wait)
 		return
 	}
-	err = evictOnce(ctx, r.opts.Client, pod)
+	err := evictOnce(ctx, r.opts.Client, pod)
 	switch {
 	case err == nil:
-		say(try, corev1.EventTypeNormal, jmxv1alpha1.ReasonHarmedPodReplaced, fmt.Sprintf(
+		say(corev1.EventTypeNormal, jmxv1alpha1.ReasonHarmedPodReplaced, fmt.Sprintf(
 			"evicted pod %s, whose JVM ended after it was given the agent at start (%s): its %s %s recreates it, without the agent while the circuit breaker is open",
 			pod.Name, truncateMsg(cb.Message, 500), owner.Kind, owner.Name))
 		try.next = time.Now().Add(30 * time.Second)
@@ -270,7 +237,7 @@ func (r *Reconciler) replaceHarmed(ctx context.Context, ex *jmxv1alpha1.Promethe
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		p.retryIn = minPositive(p.retryIn, time.Second)
 	default:
-		d := min(2*time.Second<<min(try.attempts, 8), 5*time.Minute)
+		d := backoff(try.attempts)
 		try.attempts++
 		try.next = time.Now().Add(d)
 		why := truncateMsg(err.Error(), 500)
@@ -280,9 +247,61 @@ func (r *Reconciler) replaceHarmed(ctx context.Context, ex *jmxv1alpha1.Promethe
 		case apierrors.IsForbidden(err):
 			why = "forbidden: the operator needs create on pods/eviction: " + why
 		}
-		say(try, corev1.EventTypeWarning, jmxv1alpha1.ReasonHarmedPodNotReplaced, fmt.Sprintf(
+		say(corev1.EventTypeWarning, jmxv1alpha1.ReasonHarmedPodNotReplaced, fmt.Sprintf(
 			"pod %s, whose JVM ended after it was given the agent at start, could not be evicted (%s); retried with backoff: delete it to have it replaced now",
 			pod.Name, why))
 		p.retryIn = minPositive(p.retryIn, d)
 	}
+}
+
+// harmedAtStart is the pod of the open breaker cb when the plan matched it
+// and it was given the agent at start under the breaker's change, or nil
+// (gone: replaced, or deleted by someone; or not harmed at start).
+func harmedAtStart(p *plan, cb *jmxv1alpha1.CircuitBreaker) *corev1.Pod {
+	var pod *corev1.Pod
+	for _, m := range p.matched {
+		if m.Name == cb.Pod {
+			pod = m
+		}
+	}
+	if pod == nil {
+		return nil
+	}
+	at, ok, err := atstart.ParseRecord(pod)
+	if !ok || err != nil || at.Generation != cb.Generation || !sameConfig(at.ConfigHash, cb.ConfigSHA256) {
+		return nil
+	}
+	return pod
+}
+
+// harmedTryOf is replaceHarmed's memory of the pod with uid, created when
+// missing; entries older than an hour go. r.evictMu must be held.
+func (r *Reconciler) harmedTryOf(uid types.UID) *harmedTry {
+	if r.harmed == nil {
+		r.harmed = map[types.UID]*harmedTry{}
+	}
+	for u, t := range r.harmed {
+		if time.Since(t.at) > time.Hour {
+			delete(r.harmed, u)
+		}
+	}
+	try := r.harmed[uid]
+	if try == nil {
+		try = &harmedTry{at: time.Now()}
+		r.harmed[uid] = try
+	}
+	return try
+}
+
+// sayHarmed says what replaceHarmed did to pod (a log line, an Event on
+// the pod and on the exporter), unless it said the same last time.
+func sayHarmed(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, pod *corev1.Pod, try *harmedTry, typ, reason, msg string) {
+	if try.said == reason+msg {
+		return
+	}
+	try.said = reason + msg
+	sdk.LoggerFrom(ctx).Warnf("operator: %s/%s: %s", ex.Namespace, ex.Name, msg)
+	rec := sdk.EventRecorderFrom(ctx)
+	rec.Event(podRef(pod), typ, reason, msg)
+	rec.Event(ex, typ, reason, msg)
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // configMaps holds the data of the ConfigMaps that exporters read, and of
-// no other. The ConfigMaps watch (WatchConfigMaps) caches only each
+// no other. The ConfigMaps watch (watchConfigMaps) caches only each
 // ConfigMap's identity and resourceVersion (metadata only, trimmed by
 // configMapIdentity): a namespace's ConfigMaps can weigh far more than the
 // operator's own memory (Helm releases, dashboards, CA bundles, each up to
@@ -46,7 +46,7 @@ func (c *configMaps) get(ctx context.Context, namespace, name string) (*corev1.C
 	m.APIVersion, m.Kind = "v1", "ConfigMap"
 	m.Namespace, m.Name = namespace, name
 	watched := false
-	switch err := c.read.Get(ctx, &m, query.FromWatch(WatchConfigMaps)); {
+	switch err := c.read.Get(ctx, &m, query.FromWatch(watchConfigMaps)); {
 	case apierrors.IsNotFound(err):
 		c.forget(key)
 		return nil, err

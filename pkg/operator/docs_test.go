@@ -76,7 +76,7 @@ func TestDocsShowTheScrapeJobAndThePodMonitor(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := normalized(t, map[string]any{
-		"apiVersion": PodMonitorGVK.GroupVersion().String(), "kind": PodMonitorGVK.Kind,
+		"apiVersion": podMonitorGVK.GroupVersion().String(), "kind": podMonitorGVK.Kind,
 		"metadata": map[string]any{"name": "orders", "namespace": "shop",
 			"labels": map[string]any{LabelManagedBy: fieldManager, LabelExporter: "orders"}},
 		"spec": spec,

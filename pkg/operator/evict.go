@@ -24,27 +24,6 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/sdk/action"
 )
 
-// Event reasons of spec.injection.restartOnRefusal.
-const (
-	// EventEvicted: the operator evicted a pod whose JVM refuses a live
-	// attach, so that its controller recreates it with the agent at start.
-	EventEvicted = "EvictedOnRefusal"
-	// EventEvictionRefused: the API server refused the eviction (429: a
-	// PodDisruptionBudget allows no disruption now; or RBAC); it is retried
-	// with backoff.
-	EventEvictionRefused = "EvictionRefused"
-	// EventEvictionSkipped: the pod has no controller, so an eviction would
-	// only delete it; the operator never does.
-	EventEvictionSkipped = "EvictionSkipped"
-	// EventRestartOnRefusalStopped: a pod the operator evicted was not
-	// replaced by a ready pod with the agent at start (the replacement came
-	// without the agent, did not appear, or did not become ready within
-	// Options.ReplacementWait); the operator evicts no more of the
-	// exporter's pods until its spec changes, so that a workload is never
-	// emptied. It is jmxv1alpha1.ReasonRestartOnRefusalStopped.
-	EventRestartOnRefusalStopped = jmxv1alpha1.ReasonRestartOnRefusalStopped
-)
-
 // evictionVisibleWithin is how long after the operator recorded an eviction
 // its pod may still look untouched in the pod cache (the cache lags the
 // eviction); past it the eviction did not take place (it was refused, or the
@@ -113,6 +92,25 @@ func (e *evictions) forget(uid types.UID) {
 	delete(e.refusals, uid)
 }
 
+// keepOnly drops the pods that are not in seen. A look that read a pod
+// before its deletion can note it after the pod watch forgot it
+// (pruneIfGone), and no later event of the pod comes: the exporter's next
+// look, which no longer sees it, drops it here.
+func (e *evictions) keepOnly(seen map[types.UID]bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for uid := range e.skipped {
+		if !seen[uid] {
+			delete(e.skipped, uid)
+		}
+	}
+	for uid := range e.refusals {
+		if !seen[uid] {
+			delete(e.refusals, uid)
+		}
+	}
+}
+
 // size is the number of entries.
 func (e *evictions) size() int {
 	e.mu.Lock()
@@ -164,6 +162,18 @@ func (r *Reconciler) forgetPodEvictions(uid types.UID) {
 	}
 }
 
+// seen are the UIDs of the pods the plan read that its selector matches,
+// being deleted or not.
+func (p *plan) seen() map[types.UID]bool {
+	out := make(map[types.UID]bool, len(p.matched)+len(p.terminating))
+	for _, list := range [][]*corev1.Pod{p.matched, p.terminating} {
+		for _, pod := range list {
+			out[pod.UID] = true
+		}
+	}
+	return out
+}
+
 // onlyAttachRefused says whether every failure of the plan is AttachRefused.
 func (p *plan) onlyAttachRefused() bool {
 	return len(p.attachRefused) > 0 && len(p.attachRefused) == len(p.failures)
@@ -207,13 +217,7 @@ func attachRefusedMessage(p *plan) string {
 func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
 	key := ex.Namespace + "/" + ex.Name
 	if !p.spec.Injection.RestartOnRefusal || p.spec.Injection.Mode != jmxv1alpha1.InjectionModeBoth {
-		r.forgetEvictions(key)
-		if ex.Status.RestartOnRefusal != nil {
-			// Off: nothing is under way any more; a stop ends with it.
-			if err := r.saveRestart(ctx, ex, nil); err != nil {
-				p.retryIn = minPositive(p.retryIn, time.Second)
-			}
-		}
+		r.restartOff(ctx, ex, p)
 		return
 	}
 	state := ex.Status.RestartOnRefusal.DeepCopy()
@@ -235,17 +239,69 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 	if !p.podsRead {
 		return // an eviction under way is judged when the pods can be read
 	}
-	st := r.evictionsOf(key)
-	log := sdk.LoggerFrom(ctx)
-	rec := sdk.EventRecorderFrom(ctx)
-	podRef := func(pod *corev1.Pod) *corev1.Pod {
-		ref := pod.DeepCopy()
-		ref.APIVersion, ref.Kind = "v1", "Pod"
-		return ref
+	l := &restartLook{r: r, ctx: ctx, ex: ex, p: p, key: key, state: state, mem: r.evictionsOf(key)}
+	l.mem.keepOnly(p.seen())
+	candidates := l.candidates()
+	defer func() { p.restartNote = strings.Join(l.notes, "; ") }()
+	if ev := state.Eviction; ev != nil && !l.follow(ev) {
+		return
 	}
-	var notes []string
+	if state.Stopped != nil {
+		if !l.save() { // a stop of an earlier generation is dropped
+			return
+		}
+		l.notes = append(l.notes, state.Stopped.Message)
+		return
+	}
+	if !l.save() || len(candidates) == 0 || !l.mayEvict() {
+		return
+	}
+	if pod := l.next(candidates); pod != nil {
+		l.evict(pod)
+	}
+}
+
+// restartOff is restartRefused when restartOnRefusal is off (or the mode
+// is not Both): nothing is under way any more, and a stop ends with it.
+func (r *Reconciler) restartOff(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
+	r.forgetEvictions(ex.Namespace + "/" + ex.Name)
+	if ex.Status.RestartOnRefusal != nil {
+		if err := r.saveRestart(ctx, ex, nil); err != nil {
+			p.retryIn = minPositive(p.retryIn, time.Second)
+		}
+	}
+}
+
+// restartLook is one look of restartRefused at an exporter: the state it
+// keeps in status.restartOnRefusal, its memory, and what it says (notes,
+// the Ready message's part).
+type restartLook struct {
+	r     *Reconciler
+	ctx   context.Context
+	ex    *jmxv1alpha1.PrometheusJmxExporter
+	p     *plan
+	key   string
+	state *jmxv1alpha1.RestartOnRefusalStatus
+	mem   *evictions
+	notes []string
+}
+
+// podRef is pod as an Event's object.
+func podRef(pod *corev1.Pod) *corev1.Pod {
+	ref := pod.DeepCopy()
+	ref.APIVersion, ref.Kind = "v1", "Pod"
+	return ref
+}
+
+// requeue has the exporter looked at again within d.
+func (l *restartLook) requeue(d time.Duration) { l.p.retryIn = minPositive(l.p.retryIn, d) }
+
+// candidates are the refused pods with a controller, sorted by name; the
+// pods without one are reported (an Event once per pod, and a note).
+func (l *restartLook) candidates() []*corev1.Pod {
 	var candidates []*corev1.Pod
 	var bare []string
+	p := l.p
 	sort.Slice(p.refusedPods, func(i, j int) bool { return p.refusedPods[i].Name < p.refusedPods[j].Name })
 	for _, pod := range p.refusedPods {
 		if metav1.GetControllerOf(pod) != nil {
@@ -253,163 +309,179 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 			continue
 		}
 		bare = append(bare, pod.Name)
-		if st.skip(pod.UID) {
+		if l.mem.skip(pod.UID) {
 			msg := fmt.Sprintf("pod %s refuses a live attach and has no controller: evicting it would only delete it, so restartOnRefusal leaves it; "+
 				"recreate it yourself, and the new pod gets the agent at start", pod.Name)
-			log.Warnf("operator: %s: %s", key, msg)
-			rec.Event(podRef(pod), corev1.EventTypeWarning, EventEvictionSkipped, msg)
-			rec.Event(ex, corev1.EventTypeWarning, EventEvictionSkipped, msg)
+			sdk.LoggerFrom(l.ctx).Warnf("operator: %s: %s", l.key, msg)
+			rec := sdk.EventRecorderFrom(l.ctx)
+			rec.Event(podRef(pod), corev1.EventTypeWarning, jmxv1alpha1.ReasonEvictionSkipped, msg)
+			rec.Event(l.ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonEvictionSkipped, msg)
 		}
 	}
 	if len(bare) > 0 {
-		notes = append(notes, fmt.Sprintf("pods %s have no controller and are not evicted (an eviction would only delete them): recreate them yourself", limitList(bare, 5)))
+		l.notes = append(l.notes, fmt.Sprintf("pods %s have no controller and are not evicted (an eviction would only delete them): recreate them yourself", limitList(bare, 5)))
 	}
-	defer func() { p.restartNote = strings.Join(notes, "; ") }()
-	requeue := func(d time.Duration) { p.retryIn = minPositive(p.retryIn, d) }
-	// save writes state; when it cannot, nothing more happens in this look
-	// (the next one starts again from the stored state).
-	save := func() bool {
-		if equality.Semantic.DeepEqual(ex.Status.RestartOnRefusal, normalRestart(state)) {
-			return true
-		}
-		if err := r.saveRestart(ctx, ex, state); err != nil {
-			if apierrors.IsConflict(err) {
-				requeue(time.Second) // a newer exporter: the next look has it
-				return false
-			}
-			log.Warnf("operator: %s: restartOnRefusal: write status.restartOnRefusal: %v (tried again)", key, err)
-			notes = append(notes, fmt.Sprintf("waiting: its state could not be written to the exporter's status (%s); tried again", truncateMsg(err.Error(), 300)))
-			requeue(30 * time.Second)
-			return false
-		}
+	return candidates
+}
+
+// save writes the state; when it cannot, nothing more happens in this look
+// (the next one starts again from the stored state).
+func (l *restartLook) save() bool {
+	if equality.Semantic.DeepEqual(l.ex.Status.RestartOnRefusal, normalRestart(l.state)) {
 		return true
 	}
-	stop := func(ev *jmxv1alpha1.Eviction, reason, replacement, why string) {
-		msg := fmt.Sprintf("restartOnRefusal stopped: the operator evicted pod %s of %s %s, and %s; no more pods are evicted until the exporter's spec changes "+
-			"(metadata.generation %d; any change of spec resumes it), so that the workload is never emptied",
-			ev.Pod, ev.Controller.Kind, ev.Controller.Name, why, ex.Generation)
-		state.Eviction = nil
-		state.Stopped = &jmxv1alpha1.RestartOnRefusalStop{Generation: ex.Generation, Reason: reason, Message: truncateMsg(msg, 4000),
-			Pod: ev.Pod, Replacement: replacement, StoppedAt: metav1.NewTime(time.Now().Truncate(time.Second))}
-		if !save() {
-			return
+	if err := l.r.saveRestart(l.ctx, l.ex, l.state); err != nil {
+		if apierrors.IsConflict(err) {
+			l.requeue(time.Second) // a newer exporter: the next look has it
+			return false
 		}
-		p.restartStopped = state.Stopped.Message
-		notes = append(notes, state.Stopped.Message)
-		log.Warnf("operator: %s: %s (%s)", key, msg, reason)
-		rec.Event(ex, corev1.EventTypeWarning, EventRestartOnRefusalStopped, msg)
+		sdk.LoggerFrom(l.ctx).Warnf("operator: %s: restartOnRefusal: write status.restartOnRefusal: %v (tried again)", l.key, err)
+		l.notes = append(l.notes, fmt.Sprintf("waiting: its state could not be written to the exporter's status (%s); tried again", truncateMsg(err.Error(), 300)))
+		l.requeue(30 * time.Second)
+		return false
 	}
+	return true
+}
 
-	if ev := state.Eviction; ev != nil {
-		repl := replacementOf(p, ev)
-		deleting, untouched := presence(p, types.UID(ev.UID))
-		switch {
-		case repl != nil && !hasAgentAtStart(repl):
-			stop(ev, jmxv1alpha1.RestartStopReplacementNotInjected, repl.Name, fmt.Sprintf("its replacement %s was created without the agent at start "+
-				"(is the operator's admission webhook running and reachable? the warnings of the pod's creation may say why)", repl.Name))
+// stop ends the evictions until the exporter's spec changes: ev's pod was
+// not replaced as it should be (why).
+func (l *restartLook) stop(ev *jmxv1alpha1.Eviction, reason, replacement, why string) {
+	gen := l.ex.Generation
+	msg := fmt.Sprintf("restartOnRefusal stopped: the operator evicted pod %s of %s %s, and %s; no more pods are evicted until the exporter's spec changes "+
+		"(metadata.generation %d; any change of spec resumes it), so that the workload is never emptied",
+		ev.Pod, ev.Controller.Kind, ev.Controller.Name, why, gen)
+	l.state.Eviction = nil
+	l.state.Stopped = &jmxv1alpha1.RestartOnRefusalStop{Generation: gen, Reason: reason, Message: truncateMsg(msg, 4000),
+		Pod: ev.Pod, Replacement: replacement, StoppedAt: metav1.NewTime(time.Now().Truncate(time.Second))}
+	if !l.save() {
+		return
+	}
+	l.p.restartStopped = l.state.Stopped.Message
+	l.notes = append(l.notes, l.state.Stopped.Message)
+	sdk.LoggerFrom(l.ctx).Warnf("operator: %s: %s (%s)", l.key, msg, reason)
+	sdk.EventRecorderFrom(l.ctx).Event(l.ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonRestartOnRefusalStopped, msg)
+}
+
+// follow judges the eviction under way, ev: it says whether the look goes
+// on (ev is over: replaced by a ready pod with the agent, or never done).
+func (l *restartLook) follow(ev *jmxv1alpha1.Eviction) bool {
+	repl := replacementOf(l.p, ev)
+	deleting, untouched := presence(l.p, types.UID(ev.UID))
+	evictedAt := ev.EvictedAt.UTC().Format(time.RFC3339)
+	switch {
+	case repl != nil && !hasAgentAtStart(repl):
+		l.stop(ev, jmxv1alpha1.RestartStopReplacementNotInjected, repl.Name, fmt.Sprintf("its replacement %s was created without the agent at start "+
+			"(is the operator's admission webhook running and reachable? the warnings of the pod's creation may say why)", repl.Name))
+		return false
+	case untouched && time.Since(ev.EvictedAt.Time) < evictionVisibleWithin:
+		l.notes = append(l.notes, fmt.Sprintf("evicted pod %s at %s; waiting until it is gone", ev.Pod, evictedAt))
+		l.requeue(5 * time.Second)
+		return false
+	case untouched:
+		// Recorded, but the pod was never evicted: forget it, and judge
+		// the pod again like any other.
+		sdk.LoggerFrom(l.ctx).Infof("operator: %s: restartOnRefusal: pod %s was recorded as evicted at %s but is not being deleted: the eviction did not take place",
+			l.key, ev.Pod, evictedAt)
+		l.state.Eviction = nil
+		return l.save()
+	case deleting:
+		l.notes = append(l.notes, fmt.Sprintf("evicted pod %s at %s; waiting until it is gone", ev.Pod, evictedAt))
+		l.requeue(10 * time.Second)
+		return false
+	case repl == nil:
+		l.awaitReplacement(ev)
+		return false
+	case !podReady(repl):
+		l.awaitReady(ev, repl)
+		return false
+	}
+	// Replaced by a ready pod with the agent: the next may go.
+	l.state.Eviction = nil
+	return l.save()
+}
+
+// awaitReplacement waits, at most Options.ReplacementWait after ev's pod is
+// gone, for its replacement to appear, and stops when none did.
+func (l *restartLook) awaitReplacement(ev *jmxv1alpha1.Eviction) {
+	if ev.GoneAt == nil {
+		ev.GoneAt = ptrTo(metav1.NewTime(time.Now().Truncate(time.Second)))
+		if !l.save() {
 			return
-		case untouched && time.Since(ev.EvictedAt.Time) < evictionVisibleWithin:
-			notes = append(notes, fmt.Sprintf("evicted pod %s at %s; waiting until it is gone", ev.Pod, ev.EvictedAt.UTC().Format(time.RFC3339)))
-			requeue(5 * time.Second)
-			return
-		case untouched:
-			// Recorded, but the pod was never evicted: forget it, and
-			// judge the pod again below like any other.
-			log.Infof("operator: %s: restartOnRefusal: pod %s was recorded as evicted at %s but is not being deleted: the eviction did not take place",
-				key, ev.Pod, ev.EvictedAt.UTC().Format(time.RFC3339))
-			state.Eviction = nil
-			if !save() {
-				return
-			}
-		case deleting:
-			notes = append(notes, fmt.Sprintf("evicted pod %s at %s; waiting until it is gone", ev.Pod, ev.EvictedAt.UTC().Format(time.RFC3339)))
-			requeue(10 * time.Second)
-			return
-		case repl == nil:
-			if ev.GoneAt == nil {
-				ev.GoneAt = ptrTo(metav1.NewTime(time.Now().Truncate(time.Second)))
-				if !save() {
-					return
-				}
-			}
-			if left := r.opts.ReplacementWait - time.Since(ev.GoneAt.Time); left > 0 {
-				notes = append(notes, fmt.Sprintf("evicted pod %s; waiting for its %s %s to replace it (at most %s more)",
-					ev.Pod, ev.Controller.Kind, ev.Controller.Name, left.Round(time.Second)))
-				requeue(min(10*time.Second, left+time.Second))
-				return
-			}
-			stop(ev, jmxv1alpha1.RestartStopReplacementMissing, "", fmt.Sprintf("no replacement appeared within %s after it was gone "+
-				"(can its controller create pods with the agent? an admission policy, a quota or a LimitRange may refuse them: see the controller's Events; "+
-				"or it was scaled down)", r.opts.ReplacementWait))
-			return
-		case !podReady(repl):
-			if left := r.opts.ReplacementWait - time.Since(repl.CreationTimestamp.Time); left > 0 {
-				notes = append(notes, fmt.Sprintf("evicted pod %s; waiting until its replacement %s runs and is ready (at most %s more)",
-					ev.Pod, repl.Name, left.Round(time.Second)))
-				requeue(min(10*time.Second, left+time.Second))
-				return
-			}
-			stop(ev, jmxv1alpha1.RestartStopReplacementNotReady, repl.Name, fmt.Sprintf("its replacement %s did not run and become ready within %s after its creation "+
-				"(see the pod's Events and its JVM's log)", repl.Name, r.opts.ReplacementWait))
-			return
-		default:
-			// Replaced by a ready pod with the agent: the next may go.
-			state.Eviction = nil
-			if !save() {
-				return
-			}
 		}
 	}
-	if state.Stopped != nil {
-		if !save() { // a stop of an earlier generation is dropped
-			return
-		}
-		notes = append(notes, state.Stopped.Message)
+	wait := l.r.opts.ReplacementWait
+	if left := wait - time.Since(ev.GoneAt.Time); left > 0 {
+		l.notes = append(l.notes, fmt.Sprintf("evicted pod %s; waiting for its %s %s to replace it (at most %s more)",
+			ev.Pod, ev.Controller.Kind, ev.Controller.Name, left.Round(time.Second)))
+		l.requeue(min(10*time.Second, left+time.Second))
 		return
 	}
-	if !save() {
+	l.stop(ev, jmxv1alpha1.RestartStopReplacementMissing, "", fmt.Sprintf("no replacement appeared within %s after it was gone "+
+		"(can its controller create pods with the agent? an admission policy, a quota or a LimitRange may refuse them: see the controller's Events; "+
+		"or it was scaled down)", wait))
+}
+
+// awaitReady waits, at most Options.ReplacementWait after its creation, for
+// ev's replacement repl to run and be ready, and stops when it did not.
+func (l *restartLook) awaitReady(ev *jmxv1alpha1.Eviction, repl *corev1.Pod) {
+	wait := l.r.opts.ReplacementWait
+	if left := wait - time.Since(repl.CreationTimestamp.Time); left > 0 {
+		l.notes = append(l.notes, fmt.Sprintf("evicted pod %s; waiting until its replacement %s runs and is ready (at most %s more)",
+			ev.Pod, repl.Name, left.Round(time.Second)))
+		l.requeue(min(10*time.Second, left+time.Second))
 		return
 	}
-	if len(candidates) == 0 {
-		return
-	}
-	if !p.mayAct() {
+	l.stop(ev, jmxv1alpha1.RestartStopReplacementNotReady, repl.Name, fmt.Sprintf("its replacement %s did not run and become ready within %s after its creation "+
+		"(see the pod's Events and its JVM's log)", repl.Name, wait))
+}
+
+// mayEvict says whether a pod may be evicted now: the exporter may act, no
+// change is being tried on one pod first, and every pod it matches runs and
+// is ready and none is being deleted (one pod at a time). When not, a note
+// says why.
+func (l *restartLook) mayEvict() bool {
+	p := l.p
+	switch {
+	case !p.mayAct():
 		// The webhook would not give a recreated pod the agent either.
-		notes = append(notes, "waiting: the exporter cannot give pods the agent at start now (see its ConfigValid and Degraded conditions)")
-		return
-	}
-	if p.atStartClaimed || p.attachClaim != nil {
+		l.notes = append(l.notes, "waiting: the exporter cannot give pods the agent at start now (see its ConfigValid and Degraded conditions)")
+		return false
+	case p.attachClaim != nil:
 		// A replacement created now would be created without the agent:
-		// the change is being tried on one pod first (at its start, or by
-		// live attach until the leader drops its claim).
-		if p.attachClaim != nil {
-			notes = append(notes, fmt.Sprintf("waiting: the exporter's change is being tried on pod %s, by live attach, first", p.attachClaim.AttachedPod))
-		} else {
-			notes = append(notes, "waiting: the exporter's change is being tried on one pod, given the agent at its start, first")
-		}
-		requeue(10 * time.Second)
-		return
-	}
-	if len(p.terminating) > 0 {
-		notes = append(notes, fmt.Sprintf("waiting: pod %s is being deleted (one pod at a time)", p.terminating[0].Name))
-		requeue(10 * time.Second)
-		return
+		// the change is being tried on one pod first (by live attach
+		// until the leader drops its claim, or at its start).
+		l.notes = append(l.notes, fmt.Sprintf("waiting: the exporter's change is being tried on pod %s, by live attach, first", p.attachClaim.AttachedPod))
+		l.requeue(10 * time.Second)
+		return false
+	case p.atStartClaimed:
+		l.notes = append(l.notes, "waiting: the exporter's change is being tried on one pod, given the agent at its start, first")
+		l.requeue(10 * time.Second)
+		return false
+	case len(p.terminating) > 0:
+		l.notes = append(l.notes, fmt.Sprintf("waiting: pod %s is being deleted (one pod at a time)", p.terminating[0].Name))
+		l.requeue(10 * time.Second)
+		return false
 	}
 	for _, pod := range p.matched {
 		if !podReady(pod) {
-			notes = append(notes, fmt.Sprintf("waiting: pod %s is not running and ready (one pod at a time)", pod.Name))
-			requeue(30 * time.Second)
-			return
+			l.notes = append(l.notes, fmt.Sprintf("waiting: pod %s is not running and ready (one pod at a time)", pod.Name))
+			l.requeue(30 * time.Second)
+			return false
 		}
 	}
-	// A pod whose eviction was refused waits for its backoff; the next in
-	// line may go meanwhile (nothing of the refused one is under way).
+	return true
+}
+
+// next is the first candidate whose eviction is not waiting for its
+// backoff (a refused one waits; the next in line may go meanwhile, nothing
+// of the refused one being under way), or nil.
+func (l *restartLook) next(candidates []*corev1.Pod) *corev1.Pod {
 	var pod *corev1.Pod
 	for _, c := range candidates {
-		if wait := r.retries.wait(evictKey(c)); wait > 0 {
-			requeue(wait)
-			if why := st.refusal(c.UID); why != "" {
-				notes = append(notes, fmt.Sprintf("the eviction of pod %s was refused (%s); retried with backoff", c.Name, why))
+		if wait := l.r.retries.wait(evictKey(c)); wait > 0 {
+			l.requeue(wait)
+			if why := l.mem.refusal(c.UID); why != "" {
+				l.notes = append(l.notes, fmt.Sprintf("the eviction of pod %s was refused (%s); retried with backoff", c.Name, why))
 			}
 			continue
 		}
@@ -417,67 +489,82 @@ func (r *Reconciler) restartRefused(ctx context.Context, ex *jmxv1alpha1.Prometh
 			pod = c
 		}
 	}
-	if pod == nil {
-		return
-	}
+	return pod
+}
+
+// evict records the eviction of pod in the state, then asks for it, and
+// says how it went.
+func (l *restartLook) evict(pod *corev1.Pod) {
 	owner := *metav1.GetControllerOf(pod)
-	uid := pod.UID
 	// Recorded before it is asked for: whoever looks next, this operator
 	// or another, knows that it may be under way.
-	state.Eviction = &jmxv1alpha1.Eviction{Pod: pod.Name, UID: string(uid),
+	l.state.Eviction = &jmxv1alpha1.Eviction{Pod: pod.Name, UID: string(pod.UID),
 		Controller: jmxv1alpha1.ControllerRef{Kind: owner.Kind, Name: owner.Name, UID: string(owner.UID)},
 		EvictedAt:  metav1.NewTime(time.Now().Truncate(time.Second))}
-	state.Eviction.Siblings = siblingsOf(p, state.Eviction)
-	if len(state.Eviction.Siblings) > jmxv1alpha1.MaxEvictionSiblings {
+	l.state.Eviction.Siblings = siblingsOf(l.p, l.state.Eviction)
+	if len(l.state.Eviction.Siblings) > jmxv1alpha1.MaxEvictionSiblings {
 		// Its replacement could not be told from them: wait until they
 		// are older than a second.
-		state.Eviction = nil
-		notes = append(notes, fmt.Sprintf("waiting: %s %s has just created many pods", owner.Kind, owner.Name))
-		requeue(2 * time.Second)
+		l.state.Eviction = nil
+		l.notes = append(l.notes, fmt.Sprintf("waiting: %s %s has just created many pods", owner.Kind, owner.Name))
+		l.requeue(2 * time.Second)
 		return
 	}
-	if !save() {
+	if !l.save() {
 		return
 	}
-	err := evictOnce(ctx, r.opts.Client, pod)
+	err := evictOnce(l.ctx, l.r.opts.Client, pod)
 	if err != nil {
 		// Not under way: forget it (if this write fails, the record is
 		// dropped once the pod is seen untouched past
 		// evictionVisibleWithin).
-		state.Eviction = nil
-		save()
+		l.state.Eviction = nil
+		l.save()
 	}
 	switch {
 	case err == nil:
-		r.retries.forget(evictKey(pod))
-		st.refused(uid, "")
-		msg := fmt.Sprintf("evicted pod %s, whose JVM refuses a live attach (spec.injection.restartOnRefusal): its %s %s recreates it, and the new pod "+
-			"gets the agent at start; the exporter's next refused pod waits until this one is gone and its replacement runs", pod.Name, owner.Kind, owner.Name)
-		log.Infof("operator: %s: %s", key, msg)
-		rec.Event(podRef(pod), corev1.EventTypeNormal, EventEvicted, msg)
-		rec.Event(ex, corev1.EventTypeNormal, EventEvicted, msg)
-		notes = append(notes, fmt.Sprintf("evicted pod %s; waiting until it is gone and replaced", pod.Name))
-		requeue(5 * time.Second)
+		l.evicted(pod, owner)
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		// Gone or replaced meanwhile: the next look sees what is there.
-		requeue(time.Second)
+		l.requeue(time.Second)
 	default:
-		backoff := r.retries.failed(evictKey(pod))
-		why := truncateMsg(err.Error(), 500)
-		switch {
-		case apierrors.IsTooManyRequests(err):
-			why = "429, a PodDisruptionBudget allows no disruption now: " + why
-		case apierrors.IsForbidden(err):
-			why = "forbidden: the operator needs create on pods/eviction (or turn restartOnRefusal off): " + why
-		}
-		st.refused(uid, why)
-		msg := fmt.Sprintf("the eviction of pod %s (restartOnRefusal) was refused: %s; retried with backoff", pod.Name, why)
-		log.Warnf("operator: %s: %s (next in %s)", key, msg, backoff.Round(time.Second))
-		rec.Event(podRef(pod), corev1.EventTypeWarning, EventEvictionRefused, msg)
-		rec.Event(ex, corev1.EventTypeWarning, EventEvictionRefused, msg)
-		notes = append(notes, fmt.Sprintf("the eviction of pod %s was refused (%s); retried with backoff", pod.Name, why))
-		requeue(backoff)
+		l.evictionRefused(pod, err)
 	}
+}
+
+// evicted says that pod, of owner, was evicted.
+func (l *restartLook) evicted(pod *corev1.Pod, owner metav1.OwnerReference) {
+	l.r.retries.forget(evictKey(pod))
+	l.mem.refused(pod.UID, "")
+	msg := fmt.Sprintf("evicted pod %s, whose JVM refuses a live attach (spec.injection.restartOnRefusal): its %s %s recreates it, and the new pod "+
+		"gets the agent at start; the exporter's next refused pod waits until this one is gone and its replacement runs", pod.Name, owner.Kind, owner.Name)
+	sdk.LoggerFrom(l.ctx).Infof("operator: %s: %s", l.key, msg)
+	rec := sdk.EventRecorderFrom(l.ctx)
+	rec.Event(podRef(pod), corev1.EventTypeNormal, jmxv1alpha1.ReasonEvictedOnRefusal, msg)
+	rec.Event(l.ex, corev1.EventTypeNormal, jmxv1alpha1.ReasonEvictedOnRefusal, msg)
+	l.notes = append(l.notes, fmt.Sprintf("evicted pod %s; waiting until it is gone and replaced", pod.Name))
+	l.requeue(5 * time.Second)
+}
+
+// evictionRefused says that the eviction of pod was refused (err), and
+// backs it off.
+func (l *restartLook) evictionRefused(pod *corev1.Pod, err error) {
+	backoff := l.r.retries.failed(evictKey(pod))
+	why := truncateMsg(err.Error(), 500)
+	switch {
+	case apierrors.IsTooManyRequests(err):
+		why = "429, a PodDisruptionBudget allows no disruption now: " + why
+	case apierrors.IsForbidden(err):
+		why = "forbidden: the operator needs create on pods/eviction (or turn restartOnRefusal off): " + why
+	}
+	l.mem.refused(pod.UID, why)
+	msg := fmt.Sprintf("the eviction of pod %s (restartOnRefusal) was refused: %s; retried with backoff", pod.Name, why)
+	sdk.LoggerFrom(l.ctx).Warnf("operator: %s: %s (next in %s)", l.key, msg, backoff.Round(time.Second))
+	rec := sdk.EventRecorderFrom(l.ctx)
+	rec.Event(podRef(pod), corev1.EventTypeWarning, jmxv1alpha1.ReasonEvictionRefused, msg)
+	rec.Event(l.ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonEvictionRefused, msg)
+	l.notes = append(l.notes, fmt.Sprintf("the eviction of pod %s was refused (%s); retried with backoff", pod.Name, why))
+	l.requeue(backoff)
 }
 
 // normalRestart is state as the status keeps it: nil when empty.

@@ -89,7 +89,7 @@ func (c *cluster) waitStopped(t *testing.T, ns, reason, evicted string, words ..
 		t.Fatalf("status.restartOnRefusal %+v, want stopped (%s, pod %s, generation %d) and no eviction under way", st, reason, evicted, ex.Generation)
 	}
 	waitUntil(t, 30*time.Second, "the stop's Warning Event", func() (bool, string) {
-		return c.hasEvent(t, ns, "PrometheusJmxExporter", "orders", operator.EventRestartOnRefusalStopped, want...), "none"
+		return c.hasEvent(t, ns, "PrometheusJmxExporter", "orders", jmxv1alpha1.ReasonRestartOnRefusalStopped, want...), "none"
 	})
 	return *st.Stopped
 }
@@ -223,7 +223,7 @@ func TestEvictionBackoffGoesWithThePod(t *testing.T) {
 		func(rec *operator.Reconciler) { r = rec })
 	c.createExporter(t, ns, "orders", labels, withMode(jmxv1alpha1.InjectionModeBoth, true))
 	waitUntil(t, time.Minute, "the eviction refused", func() (bool, string) {
-		return c.hasEvent(t, ns, "Pod", "a", operator.EventEvictionRefused), "no EvictionRefused Event"
+		return c.hasEvent(t, ns, "Pod", "a", jmxv1alpha1.ReasonEvictionRefused), "no EvictionRefused Event"
 	})
 	if n := operator.RetriedPods(r); n == 0 {
 		t.Fatalf("no retry memory of the refused eviction")

@@ -15,5 +15,5 @@ func ConfigMapsHeld(r *Reconciler) int { return r.configMaps.held() }
 func CachedConfigMap(ctx context.Context, r *Reconciler, namespace, name string) (*metav1.PartialObjectMetadata, error) {
 	m := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	return m, r.read.Get(ctx, m, query.FromWatch(WatchConfigMaps))
+	return m, r.read.Get(ctx, m, query.FromWatch(watchConfigMaps))
 }

@@ -2,8 +2,6 @@ package operator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,9 +43,8 @@ func StatusOf(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, pods [
 		agentLines: newAgentLineReads()}
 	p := &plan{spec: r.defaulted(ex.Spec), conflicts: map[string][]string{}, pods: map[string]podState{}, podsRead: true}
 	p.config, p.configValid = r.loadConfig(ctx, ex, p.spec)
-	sum := sha256.Sum256(p.config)
-	p.generation, p.configSHA = ex.Generation, hex.EncodeToString(sum[:])
-	p.configHash = p.configSHA[:16]
+	p.generation = ex.Generation
+	p.configSHA, p.configHash = configHashes(p.config)
 	for _, pod := range pods {
 		p.matched = append(p.matched, pod)
 		r.observe(p, pod)
@@ -56,3 +53,8 @@ func StatusOf(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, pods [
 	r.judge(ctx, ex, p)
 	return r.status(ctx, ex, p, p.counts())
 }
+
+// WatchUnserved is the watch of the exporters in the namespaces the
+// operator does not serve (watchUnserved), for the tests outside the
+// package.
+const WatchUnserved = watchUnserved

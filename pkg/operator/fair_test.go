@@ -204,7 +204,7 @@ func TestAJVMThatStartsLateIsFoundByALaterLook(t *testing.T) {
 		r := c.record(t, ns, "jvm")
 		return r.NoJVM && r.Looks == 2, fmt.Sprintf("%+v", r)
 	})
-	cond := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionReady, metav1.ConditionFalse, operator.ReasonWaitingForJVM)
+	cond := c.waitCondition(t, ns, "orders", jmxv1alpha1.ConditionReady, metav1.ConditionFalse, jmxv1alpha1.ReasonWaitingForJVM)
 	if !strings.Contains(cond.Message, "waiting for a JVM") || !strings.Contains(cond.Message, "(1 containers)") || !strings.HasSuffix(cond.Message, ": jvm/app") {
 		t.Errorf("Ready message %q", cond.Message)
 	}

@@ -16,7 +16,7 @@ func TestAJobsPodKeepsWhatBindsAHostNetworkAgent(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "n", UID: "u"},
 		Spec:   corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "app"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.2.3"}}
-	trimmed, err := TrimPod(pod)
+	trimmed, err := trimPod(pod)
 	if err != nil {
 		t.Fatal(err)
 	}

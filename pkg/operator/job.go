@@ -7,13 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject"
-	"github.com/handlerkit/handlerkit/pkg/jvm"
 	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
 
@@ -70,7 +70,7 @@ func (r *Reconciler) wake(ctx context.Context, exporter string) {
 	if ctx.Err() != nil {
 		return // the next leader, or the next start, looks at every exporter
 	}
-	if err := r.op.Enqueue(WatchExporters, exporter); err != nil {
+	if err := r.op.Enqueue(watchExporters, exporter); err != nil {
 		r.op.Logger().Warnf("operator: wake exporter %s: %v", exporter, err)
 	}
 }
@@ -120,7 +120,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) {
 func (r *Reconciler) stillNeeded(ctx context.Context, j *job) (*corev1.Pod, bool) {
 	var pod corev1.Pod
 	pod.Namespace, pod.Name = j.pod.Namespace, j.pod.Name
-	if err := r.read.Get(ctx, &pod, query.FromWatch(WatchPods)); err != nil {
+	if err := r.read.Get(ctx, &pod, query.FromWatch(watchPods)); err != nil {
 		if !apierrors.IsNotFound(err) {
 			// The cache is stopping (shutdown, leadership lost) or not
 			// synced: the look that follows the job plans it again.
@@ -178,7 +178,7 @@ func (r *Reconciler) awaitCache(ctx context.Context, j *job) bool {
 	for ctx.Err() == nil {
 		var pod corev1.Pod
 		pod.Namespace, pod.Name = j.pod.Namespace, j.pod.Name
-		err := r.read.Get(ctx, &pod, query.FromWatch(WatchPods))
+		err := r.read.Get(ctx, &pod, query.FromWatch(watchPods))
 		if apierrors.IsNotFound(err) || err == nil && (pod.UID != j.pod.UID || showsRecords(&pod, j.written)) {
 			return true
 		}
@@ -289,9 +289,10 @@ func basePort(inUse map[string][]int32, container string, want int32) int32 {
 	return p
 }
 
+// inject loads the agent into the JVMs of the job's container t, or
+// looks again for one (a late look), and records the outcome on the pod.
 func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[string][]int32) {
 	cs := t.container
-	key := retryKey(j.pod, cs.Name, cs.ContainerID)
 	target := r.target(j, cs)
 	req := r.request(j, cs, basePort(inUse, cs.Name, j.spec.Port))
 	if t.lateLook {
@@ -299,14 +300,8 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 	}
 	log := r.op.Logger().WithField("pod", j.pod.Namespace+"/"+j.pod.Name).WithField("container", cs.Name).
 		WithField("strategy", j.strategy.Name())
-	start := time.Now()
-	tctx, cancel := context.WithTimeout(ctx, r.opts.InjectionTimeout)
-	out, err := j.strategy.Inject(tctx, target, req)
-	cancel()
-	took := time.Since(start)
-	// The strategy gave the pool's slot back while it waited; a wait cut
-	// short by the timeout may have left without one.
-	if inject.Resume(ctx) != nil || ctx.Err() != nil {
+	out, err, took, ok := r.call(ctx, func(ctx context.Context) (inject.Outcome, error) { return j.strategy.Inject(ctx, target, req) })
+	if !ok {
 		return // shutting down or leadership lost: the next leader picks it up
 	}
 	rec := classify(out, err)
@@ -316,54 +311,15 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 	if j.spec.Injection.Mode == jmxv1alpha1.InjectionModeBoth {
 		rec = refusedUnderBoth(rec, j.spec.Injection.RestartOnRefusal)
 	}
-	exporterRef := r.exporterRef(j)
-	attempts := 0
-	if p := t.previous; t.hadRecord && !p.settled() && p.Generation == j.generation && p.ConfigHash == j.configHash {
-		attempts = p.Attempts
-	}
 	if rec.class == resultRetry {
-		attempts++
-		last := rec.reason + ": " + rec.message
-		if f := tooManyAttempts(err, attempts, r.opts.MaxAttempts, last, t.previous.LastError); f != nil {
-			rec = classified{class: resultFailure, reason: f.Reason, failure: f}
-		} else {
-			backoff := r.retries.failed(key)
-			r.metrics.observe(j.strategy.Name(), resultRetry, rec.reason, took)
-			msg := fmt.Sprintf("injecting %s failed (attempt %d of %d), retrying in %s: %s", target, attempts, r.opts.MaxAttempts,
-				backoff.Round(time.Second), rec.message)
-			log.Warn("operator: " + msg)
-			r.event(j.pod, exporterRef, corev1.EventTypeWarning, "InjectionRetry", msg)
-			// The attempt is recorded on the pod, so that the bound holds
-			// for both strategies across operator restarts.
-			now := metav1.Now()
-			pending := ContainerRecord{ContainerID: cs.ContainerID, Port: j.spec.Port, ConfigHash: j.configHash,
-				Generation: j.generation, Attempts: attempts, LastError: truncateMsg(last, 1024), AttemptedAt: &now}
-			if _, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
-				pr.Exporter = j.exporterName
-				pr.Containers[cs.Name] = pending
-			}); err != nil {
-				log.Warnf("operator: record the attempt on %s: %v", target, err)
-				return
-			}
-			j.written[cs.Name] = pending
+		var retried bool
+		if rec, retried = r.injectRetry(ctx, j, t, rec, err, target, took, log); retried {
 			return
 		}
 	}
+	key := retryKey(j.pod, cs.Name, cs.ContainerID)
 	r.retries.forget(key)
-	now := metav1.Now()
-	c := ContainerRecord{ContainerID: cs.ContainerID, Port: j.spec.Port, ConfigHash: j.configHash, Generation: j.generation,
-		JVMs: rec.jvms, NoJVM: rec.noJVM, Failure: rec.failure, Note: rec.note}
-	if rec.noJVM {
-		c = r.noJVMRecord(j, cs, 1, "")
-	}
-	if rec.rejected != "" {
-		// The JVMs had an agent from an earlier load that kept its config.
-		c.ConfigHash = ""
-		c.Rejected = &Rejection{ConfigHash: j.configHash, Reason: jmxv1alpha1.ReasonConfigRejected, Message: rec.rejected}
-	}
-	if len(rec.jvms) > 0 {
-		c.InjectedAt = &now
-	}
+	c := r.injectedRecord(j, cs, rec)
 	podRec, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
 		pr.Exporter = j.exporterName
 		pr.Containers[cs.Name] = c
@@ -378,24 +334,103 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 		inUse[cs.Name] = append(inUse[cs.Name], jr.Port)
 	}
 	r.metrics.observe(j.strategy.Name(), rec.class, rec.reason, took)
+	r.injectedEvent(j, t, rec, c, podRec, target, req.Wait, took, log)
+}
+
+// call is one strategy call on a container, under Options.InjectionTimeout,
+// and how long it took; ok is false when the operator is shutting down or
+// lost its leadership. The strategy gave the pool's slot back while it
+// waited; a wait cut short by the timeout may have left without one.
+func (r *Reconciler) call(ctx context.Context, do func(context.Context) (inject.Outcome, error)) (out inject.Outcome, err error, took time.Duration, ok bool) {
+	start := time.Now()
+	tctx, cancel := context.WithTimeout(ctx, r.opts.InjectionTimeout)
+	out, err = do(tctx)
+	cancel()
+	took = time.Since(start)
+	if inject.Resume(ctx) != nil || ctx.Err() != nil {
+		return out, err, took, false
+	}
+	return out, err, took, true
+}
+
+// injectRetry handles a load that failed transiently: within the bound of
+// attempts (tooManyAttempts), it backs the container off, says so, and
+// records the attempt on the pod, so that the bound holds for both
+// strategies across operator restarts (retried true); past it, the outcome
+// becomes the TooManyAttempts failure, recorded like any other.
+func (r *Reconciler) injectRetry(ctx context.Context, j *job, t task, rec classified, err error, target inject.Target, took time.Duration,
+	log logrus.FieldLogger) (classified, bool) {
+	cs := t.container
+	attempts := 0
+	if p := t.previous; t.hadRecord && !p.settled() && p.Generation == j.generation && p.ConfigHash == j.configHash {
+		attempts = p.Attempts
+	}
+	attempts++
+	last := rec.reason + ": " + rec.message
+	if f := tooManyAttempts(err, attempts, r.opts.MaxAttempts, last, t.previous.LastError); f != nil {
+		return classified{class: resultFailure, reason: f.Reason, failure: f}, false
+	}
+	backoff := r.retries.failed(retryKey(j.pod, cs.Name, cs.ContainerID))
+	r.metrics.observe(j.strategy.Name(), resultRetry, rec.reason, took)
+	msg := fmt.Sprintf("injecting %s failed (attempt %d of %d), retrying in %s: %s", target, attempts, r.opts.MaxAttempts,
+		backoff.Round(time.Second), rec.message)
+	log.Warn("operator: " + msg)
+	r.event(j.pod, r.exporterRef(j), corev1.EventTypeWarning, jmxv1alpha1.ReasonInjectionRetry, msg)
+	now := metav1.Now()
+	pending := ContainerRecord{ContainerID: cs.ContainerID, Port: j.spec.Port, ConfigHash: j.configHash,
+		Generation: j.generation, Attempts: attempts, LastError: truncateMsg(last, 1024), AttemptedAt: &now}
+	if _, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
+		pr.Exporter = j.exporterName
+		pr.Containers[cs.Name] = pending
+	}); err != nil {
+		log.Warnf("operator: record the attempt on %s: %v", target, err)
+		return rec, true
+	}
+	j.written[cs.Name] = pending
+	return rec, true
+}
+
+// injectedRecord is the container's record of a load's outcome, rec.
+func (r *Reconciler) injectedRecord(j *job, cs corev1.ContainerStatus, rec classified) ContainerRecord {
+	c := ContainerRecord{ContainerID: cs.ContainerID, Port: j.spec.Port, ConfigHash: j.configHash, Generation: j.generation,
+		JVMs: rec.jvms, NoJVM: rec.noJVM, Failure: rec.failure, Note: rec.note}
+	if rec.noJVM {
+		c = r.noJVMRecord(j, cs, 1, "")
+	}
+	if rec.rejected != "" {
+		// The JVMs had an agent from an earlier load that kept its config.
+		c.ConfigHash = ""
+		c.Rejected = &Rejection{ConfigHash: j.configHash, Reason: jmxv1alpha1.ReasonConfigRejected, Message: rec.rejected}
+	}
+	if len(rec.jvms) > 0 {
+		now := metav1.Now()
+		c.InjectedAt = &now
+	}
+	return c
+}
+
+// injectedEvent says, in the log and in Events, what a load did: c is the
+// record written, podRec the pod's record, wait how long the strategy
+// waited for a JVM.
+func (r *Reconciler) injectedEvent(j *job, t task, rec classified, c ContainerRecord, podRec PodRecord, target inject.Target, wait, took time.Duration,
+	log logrus.FieldLogger) {
+	exporterRef := r.exporterRef(j)
+	others := ""
+	if len(rec.jvms) > 0 {
+		others = fmt.Sprintf(" (%d other JVMs got the agent)", len(rec.jvms))
+	}
 	switch {
 	case rec.failure != nil && rec.failure.Reason == jmxv1alpha1.ReasonAttachRefused:
-		msg := fmt.Sprintf("the JVM in %s refuses a live attach: %s", target, rec.failure.Message)
-		if len(rec.jvms) > 0 {
-			msg += fmt.Sprintf(" (%d other JVMs got the agent)", len(rec.jvms))
-		}
+		msg := fmt.Sprintf("the JVM in %s refuses a live attach: %s", target, rec.failure.Message) + others
 		log.Warn("operator: " + msg)
 		r.event(j.pod, exporterRef, corev1.EventTypeWarning, jmxv1alpha1.ReasonAttachRefused, msg)
 	case rec.failure != nil:
-		msg := fmt.Sprintf("%s: %s: %s", target, rec.failure.Reason, rec.failure.Message)
-		if len(rec.jvms) > 0 {
-			msg += fmt.Sprintf(" (%d other JVMs got the agent)", len(rec.jvms))
-		}
+		msg := fmt.Sprintf("%s: %s: %s", target, rec.failure.Reason, rec.failure.Message) + others
 		log.Error("operator: injection failed: " + msg)
 		r.event(j.pod, exporterRef, corev1.EventTypeWarning, rec.failure.Reason, "injection failed: "+msg)
 	case rec.noJVM:
 		log.Info("operator: no JVM in " + target.String())
-		msg := fmt.Sprintf("no JVM found in %s within %s", target, req.Wait)
+		msg := fmt.Sprintf("no JVM found in %s within %s", target, wait)
 		if c.NextLookAt != nil {
 			msg += fmt.Sprintf("; it is looked at again at %s for a JVM that starts late, and when it restarts", c.NextLookAt.UTC().Format(time.RFC3339))
 		} else {
@@ -407,32 +442,42 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 		log.Warn("operator: " + msg)
 		r.event(j.pod, exporterRef, corev1.EventTypeWarning, jmxv1alpha1.ReasonConfigRejected, msg)
 	default:
-		var ports []string
-		for _, jr := range rec.jvms {
-			ports = append(ports, fmt.Sprintf("%s on port %d", jr.Main, jr.Port))
-		}
-		msg := fmt.Sprintf("loaded the JMX exporter agent into %s: %s (%s, %s)", target, strings.Join(ports, ", "),
-			j.strategy.Name(), took.Round(time.Millisecond))
-		if rec.note != "" {
-			msg += "; note: " + rec.note
-		}
-		if note := keptNote(j.pod.Name, podRec); note != "" {
-			msg += "; " + note
-		}
-		log.Info("operator: " + msg)
-		if repeatsPreviousStart(cs, t, c) {
-			// The restarted container got what its previous start had:
-			// the record and the log line say so, an Event would say
-			// nothing new (and would be the fourth write of the start).
-			return
-		}
-		if cs.RestartCount > 0 {
-			// A restarted container's agent is news for its pod, not for
-			// the exporter.
-			exporterRef = nil
-		}
-		r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Injected", msg)
+		r.loadedEvent(j, t, rec, c, podRec, target, took, log, exporterRef)
 	}
+}
+
+// loadedEvent says that a load gave the container's JVMs the agent: in the
+// log, and in an Event on the pod (and on the exporter for a container's
+// first start), unless the restarted container got what its previous start
+// had.
+func (r *Reconciler) loadedEvent(j *job, t task, rec classified, c ContainerRecord, podRec PodRecord, target inject.Target, took time.Duration,
+	log logrus.FieldLogger, exporterRef *jmxv1alpha1.PrometheusJmxExporter) {
+	cs := t.container
+	var ports []string
+	for _, jr := range rec.jvms {
+		ports = append(ports, fmt.Sprintf("%s on port %d", jr.Main, jr.Port))
+	}
+	msg := fmt.Sprintf("loaded the JMX exporter agent into %s: %s (%s, %s)", target, strings.Join(ports, ", "),
+		j.strategy.Name(), took.Round(time.Millisecond))
+	if rec.note != "" {
+		msg += "; note: " + rec.note
+	}
+	if note := keptNote(j.pod.Name, podRec); note != "" {
+		msg += "; " + note
+	}
+	log.Info("operator: " + msg)
+	if repeatsPreviousStart(cs, t, c) {
+		// The restarted container got what its previous start had: the
+		// record and the log line say so, an Event would say nothing new
+		// (and would be the fourth write of the start).
+		return
+	}
+	if cs.RestartCount > 0 {
+		// A restarted container's agent is news for its pod, not for the
+		// exporter.
+		exporterRef = nil
+	}
+	r.event(j.pod, exporterRef, corev1.EventTypeNormal, jmxv1alpha1.ReasonInjected, msg)
 }
 
 // repeatsPreviousStart says whether c, the record of a restarted
@@ -486,53 +531,18 @@ func truncateMsg(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// reconfigure gives the agents of the job's container t the current
+// config, and records the outcome on the pod.
 func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 	cs := t.container
 	key := retryKey(j.pod, cs.Name, cs.ContainerID)
 	target := r.target(j, cs)
 	req := r.request(j, cs, t.previous.Port)
-	start := time.Now()
-	tctx, cancel := context.WithTimeout(ctx, r.opts.InjectionTimeout)
-	out, err := j.strategy.Reconfigure(tctx, target, req)
-	cancel()
-	if inject.Resume(ctx) != nil || ctx.Err() != nil {
+	out, err, took, ok := r.call(ctx, func(ctx context.Context) (inject.Outcome, error) { return j.strategy.Reconfigure(ctx, target, req) })
+	if !ok {
 		return
 	}
-	took := time.Since(start)
-	var rejected *Rejection
-	var notes []string
-	if err == nil {
-		for _, res := range out.Results {
-			switch {
-			case res.OK():
-				if res.Note != "" {
-					notes = appendOnce(notes, res.Note)
-				}
-			case res.Reason == jvm.ReasonNotInjected:
-				// A JVM that never got the agent (a second JVM that was
-				// refused, or started later) has nothing to reconfigure.
-			case res.Reason == jvm.ReasonConfigRejected:
-				if rejected == nil {
-					rejected = &Rejection{ConfigHash: j.configHash, Reason: jmxv1alpha1.ReasonConfigRejected,
-						Message: truncateMsg(fmt.Sprintf("JVM %d (%s): %s", res.NSPID, res.MainClass, res.Message), 2048)}
-				}
-			default:
-				if err == nil {
-					err = fmt.Errorf("JVM %d (%s): %s: %s", res.NSPID, res.MainClass, res.Reason, res.Message)
-				}
-			}
-		}
-		switch {
-		case out.Refused != "":
-			// Nothing ran: the pod's budget is spent, or the API server
-			// refused; asking again without a change gets the same answer.
-			rejected = &Rejection{ConfigHash: j.configHash, Reason: out.Refused, Message: truncateMsg(out.Detail, 2048)}
-			err = nil
-		case len(out.Results) == 0 && err == nil:
-			err = fmt.Errorf("no result: %s", out.Detail)
-		}
-	}
-	exporterRef := r.exporterRef(j)
+	rejected, notes, err := classifyReload(out, err, j.configHash)
 	if err != nil && rejected == nil {
 		// Bounded as loads are (tooManyAttempts), counted in the pod's
 		// record: past the bound the config is not offered again until it
@@ -547,30 +557,19 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 		rejected = &Rejection{ConfigHash: j.configHash, Reason: f.Reason, Message: f.Message}
 	}
 	r.retries.forget(key)
-	var written ContainerRecord
-	applied := false
 	now := metav1.Now()
-	if _, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
-		applied = false
-		c, ok := pr.Containers[cs.Name]
-		if !ok || c.ContainerID != cs.ContainerID {
-			return
-		}
+	if err := r.updateContainer(ctx, j, cs, func(c *ContainerRecord) {
 		if rejected != nil {
 			c.Rejected = rejected
 		} else {
 			c.ConfigHash, c.Generation, c.ConfiguredAt, c.Note, c.Rejected = j.configHash, j.generation, &now, strings.Join(notes, "; "), nil
 		}
 		c.Reloads = nil
-		pr.Containers[cs.Name] = c
-		written, applied = c, true
 	}); err != nil {
 		r.retries.failed(key)
 		return
 	}
-	if applied {
-		j.written[cs.Name] = written
-	}
+	exporterRef := r.exporterRef(j)
 	if rejected != nil {
 		r.metrics.observe(j.strategy.Name()+"/reconfigure", resultFailure, rejected.Reason, took)
 		msg := fmt.Sprintf("%s kept its previous config: %s: %s", target, rejected.Reason, rejected.Message)
@@ -583,20 +582,13 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 	if len(notes) > 0 {
 		msg += "; note: " + strings.Join(notes, "; ")
 	}
-	r.event(j.pod, exporterRef, corev1.EventTypeNormal, "Reconfigured", msg)
+	r.event(j.pod, exporterRef, corev1.EventTypeNormal, jmxv1alpha1.ReasonReconfigured, msg)
 }
 
-// reloadFailed records a reload that failed transiently, attempt attempts
-// of the bound, in the pod's record (so that the bound holds across
-// operator restarts), and says so; the retry waits for the backoff.
-func (r *Reconciler) reloadFailed(ctx context.Context, j *job, t task, target inject.Target, attempts int, err error, took time.Duration) {
-	cs := t.container
-	backoff := r.retries.failed(retryKey(j.pod, cs.Name, cs.ContainerID))
-	r.metrics.observe(j.strategy.Name()+"/reconfigure", resultRetry, "ReconfigureFailed", took)
-	msg := fmt.Sprintf("giving %s the new config failed (attempt %d of %d), retrying in %s: %v", target, attempts, r.opts.MaxAttempts,
-		backoff.Round(time.Second), err)
-	r.op.Logger().Warn("operator: " + msg)
-	r.event(j.pod, r.exporterRef(j), corev1.EventTypeWarning, "ReconfigureRetry", msg)
+// updateContainer changes the record of the job's container cs, when the
+// pod's record still holds its current start, and notes what it wrote in
+// the job (j.written).
+func (r *Reconciler) updateContainer(ctx context.Context, j *job, cs corev1.ContainerStatus, change func(*ContainerRecord)) error {
 	var written ContainerRecord
 	applied := false
 	if _, err := updateRecord(ctx, r.opts.Client, j.pod.Namespace, j.pod.Name, j.pod.UID, func(pr *PodRecord) {
@@ -605,15 +597,33 @@ func (r *Reconciler) reloadFailed(ctx context.Context, j *job, t task, target in
 		if !ok || c.ContainerID != cs.ContainerID {
 			return
 		}
-		c.Reloads = &ReloadAttempts{ConfigHash: j.configHash, Attempts: attempts, LastError: truncateMsg(err.Error(), 1024)}
+		change(&c)
 		pr.Containers[cs.Name] = c
 		written, applied = c, true
 	}); err != nil {
-		r.op.Logger().Warnf("operator: record the reload attempt on %s: %v", target, err)
-		return
+		return err
 	}
 	if applied {
 		j.written[cs.Name] = written
+	}
+	return nil
+}
+
+// reloadFailed records a reload that failed transiently, attempt attempts
+// of the bound, in the pod's record (so that the bound holds across
+// operator restarts), and says so; the retry waits for the backoff.
+func (r *Reconciler) reloadFailed(ctx context.Context, j *job, t task, target inject.Target, attempts int, err error, took time.Duration) {
+	cs := t.container
+	backoff := r.retries.failed(retryKey(j.pod, cs.Name, cs.ContainerID))
+	r.metrics.observe(j.strategy.Name()+"/reconfigure", resultRetry, jmxv1alpha1.ReasonReconfigureFailed, took)
+	msg := fmt.Sprintf("giving %s the new config failed (attempt %d of %d), retrying in %s: %v", target, attempts, r.opts.MaxAttempts,
+		backoff.Round(time.Second), err)
+	r.op.Logger().Warn("operator: " + msg)
+	r.event(j.pod, r.exporterRef(j), corev1.EventTypeWarning, jmxv1alpha1.ReasonReconfigureRetry, msg)
+	if err := r.updateContainer(ctx, j, cs, func(c *ContainerRecord) {
+		c.Reloads = &ReloadAttempts{ConfigHash: j.configHash, Attempts: attempts, LastError: truncateMsg(err.Error(), 1024)}
+	}); err != nil {
+		r.op.Logger().Warnf("operator: record the reload attempt on %s: %v", target, err)
 	}
 }
 

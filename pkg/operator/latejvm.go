@@ -8,42 +8,34 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject"
-	"github.com/handlerkit/handlerkit/pkg/sdk/query"
 )
 
 // Late JVMs: a container start in which jmx-attach found no JVM within
 // --jvm-wait is not given up. It is looked at again on a slow schedule
-// (Options.LateJVMInterval, doubling up to MaxLateJVMInterval), and its next
+// (Options.LateJVMInterval, doubling up to maxLateJVMInterval), and its next
 // start (a restart) is looked at like any new one. Its record says when the
 // next look is (ContainerRecord.NextLookAt), or why there is none
 // (LooksEnded).
 
-// ReasonWaitingForJVM is the Ready condition's reason (False) when no JVM
-// was found yet in the selected containers of every matched pod, and they
-// are looked at again for one that starts late. NoJVMFound is left for
-// containers that are no longer looked at.
-const ReasonWaitingForJVM = "WaitingForJVM"
-
 // DefaultLateJVMInterval is the wait before the second look at a container
 // start without a JVM; each later look waits twice as long as the one
-// before, up to MaxLateJVMInterval.
+// before, up to maxLateJVMInterval.
 const DefaultLateJVMInterval = 10 * time.Minute
 
-// MaxLateJVMInterval is the longest wait between two looks (or the
+// maxLateJVMInterval is the longest wait between two looks (or the
 // interval itself, when that is longer).
-const MaxLateJVMInterval = time.Hour
+const maxLateJVMInterval = time.Hour
 
-// MaxLateLooks bounds the late looks at one container start: with the
+// maxLateLooks bounds the late looks at one container start: with the
 // default interval the last is about 4h10m after the first look. A JVM
 // launched later than that is found when its container restarts. Each look
 // with Exec streams jmx-attach and the agent jar into the container, so
 // sidecars that never run a JVM must not be looked at forever.
-const MaxLateLooks = 6
+const maxLateLooks = 6
 
 // lateLookBudgetKept is how many of a pod's ephemeral containers a late look
 // leaves unused: one, for the injection of its containers' next start.
@@ -52,7 +44,7 @@ const lateLookBudgetKept = 1
 // lookDelay is the wait after look n (1: the first) found no JVM.
 func (r *Reconciler) lookDelay(n int) time.Duration {
 	d := r.opts.LateJVMInterval
-	limit := max(MaxLateJVMInterval, d)
+	limit := max(maxLateJVMInterval, d)
 	for i := 1; i < n && d < limit; i++ {
 		d *= 2
 	}
@@ -88,9 +80,9 @@ func (r *Reconciler) noJVMRecord(j *job, cs corev1.ContainerStatus, n int, ended
 	switch {
 	case ended != "":
 		c.LooksEnded = truncateMsg(ended, 512)
-	case n > MaxLateLooks:
+	case n > maxLateLooks:
 		c.LooksEnded = fmt.Sprintf("no more looks for a JVM that starts late: %d looks found none (at most %d late looks per container start); "+
-			"the container's next start is looked at as usual", n, MaxLateLooks)
+			"the container's next start is looked at as usual", n, maxLateLooks)
 	case r.lateLooksOn():
 		// Records keep whole seconds: rounded up, the look is never early.
 		at := time.Now().Add(r.lookDelay(n))
@@ -155,7 +147,7 @@ func (p *plan) noJVMCondition() metav1.Condition {
 		// Names only, sorted: the message (and so the status) does not
 		// change with each look; each pod's record has its next look.
 		sort.Strings(p.waitingJVM)
-		return condition(jmxv1alpha1.ConditionReady, false, ReasonWaitingForJVM, fmt.Sprintf(
+		return condition(jmxv1alpha1.ConditionReady, false, jmxv1alpha1.ReasonWaitingForJVM, fmt.Sprintf(
 			"waiting for a JVM: none found yet in the selected containers of the matched pods (%d containers); they are looked at again "+
 				"on the late-JVM schedule (--late-jvm-interval; the pod's record %s has the next look) and when they restart: %s",
 			len(p.waitingJVM), AnnotationAgents, limitList(p.waitingJVM, 10)))
@@ -179,29 +171,5 @@ func (r *Reconciler) planNoJVM(p *plan, j *job, pod *corev1.Pod, cs corev1.Conta
 		p.retryIn = minPositive(p.retryIn, wait+time.Second)
 		return
 	}
-	if wait := r.retries.wait(retryKey(pod, cs.Name, cs.ContainerID)); wait > 0 {
-		p.retryIn = minPositive(p.retryIn, wait)
-		return
-	}
-	j.tasks = append(j.tasks, task{container: cs, previous: c, hadRecord: true, lateLook: true})
-}
-
-// pruneIfGone forgets the in-memory state of pod once the pod cache no
-// longer has it (the pod was deleted, or replaced by one of the same name):
-// every kind of retry key under its UID (its container starts' and its
-// eviction's backoff), and what restartOnRefusal remembers of it. The pod watch's map function calls it for every pod event (the
-// cache drops a deleted pod before its event is handed out), and every job
-// when it ends, so whichever comes last prunes.
-func (r *Reconciler) pruneIfGone(ctx context.Context, pod *corev1.Pod) {
-	uid := string(pod.UID)
-	if !r.retries.hasPod(uid) && !r.holdsPod(pod.UID) {
-		return
-	}
-	var live corev1.Pod
-	live.Namespace, live.Name = pod.Namespace, pod.Name
-	err := r.read.Get(ctx, &live, query.FromWatch(WatchPods))
-	if apierrors.IsNotFound(err) || err == nil && string(live.UID) != uid {
-		r.retries.forgetPod(uid)
-		r.forgetPodEvictions(pod.UID)
-	}
+	r.queue(p, j, task{container: cs, previous: c, hadRecord: true, lateLook: true})
 }

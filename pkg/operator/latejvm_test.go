@@ -44,11 +44,11 @@ func TestLateLooksDoubleUpToAnHour(t *testing.T) {
 		t.Error("a container with a JVM is looked at again")
 	}
 	j := &job{spec: r.defaulted(jmxv1alpha1.PrometheusJmxExporterSpec{})}
-	if c := r.noJVMRecord(j, cs, MaxLateLooks, ""); c.NextLookAt == nil || c.LooksEnded != "" {
-		t.Errorf("look %d: %+v, want a next look", MaxLateLooks, c)
+	if c := r.noJVMRecord(j, cs, maxLateLooks, ""); c.NextLookAt == nil || c.LooksEnded != "" {
+		t.Errorf("look %d: %+v, want a next look", maxLateLooks, c)
 	}
-	if c := r.noJVMRecord(j, cs, MaxLateLooks+1, ""); c.NextLookAt != nil || c.LooksEnded == "" {
-		t.Errorf("look %d (the last late one): %+v, want no next look and why", MaxLateLooks+1, c)
+	if c := r.noJVMRecord(j, cs, maxLateLooks+1, ""); c.NextLookAt != nil || c.LooksEnded == "" {
+		t.Errorf("look %d (the last late one): %+v, want no next look and why", maxLateLooks+1, c)
 	}
 	off := &Reconciler{opts: Options{LateJVMInterval: -1}.withDefaults()}
 	if _, ok := off.nextLook(ContainerRecord{NoJVM: true, Looks: 1, NextLookAt: &next}, cs); ok {

@@ -31,13 +31,13 @@ import (
 )
 
 // Watch names. Pod and ConfigMap events are mapped to exporter keys, and so
-// are those of the operator's PodMonitors (WatchPodMonitors). The exporters
+// are those of the operator's PodMonitors (watchPodMonitors). The exporters
 // of namespaces the operator does not serve have a watch of their own
-// (WatchUnserved).
+// (watchUnserved).
 const (
-	WatchExporters  = "exporters"
-	WatchPods       = "pods"
-	WatchConfigMaps = "configmaps"
+	watchExporters  = "exporters"
+	watchPods       = "pods"
+	watchConfigMaps = "configmaps"
 )
 
 // Finalizer is put on every exporter; the operator removes its annotations
@@ -117,7 +117,7 @@ type Options struct {
 	JVMWait time.Duration
 	// LateJVMInterval is the wait before a container start in which no JVM
 	// appeared within JVMWait is looked at again, doubling after each look
-	// up to MaxLateJVMInterval; 0 means DefaultLateJVMInterval, a negative
+	// up to maxLateJVMInterval; 0 means DefaultLateJVMInterval, a negative
 	// value turns these looks off (a restart is still looked at).
 	LateJVMInterval time.Duration
 	// Resync is how often every exporter is handled again even when nothing
@@ -157,7 +157,7 @@ type Options struct {
 	// ReportUnserved, when Namespaces names namespaces (not all), watches
 	// the exporters of every other namespace read-only and sets
 	// NotServed=True and Ready=False on each, naming the served namespaces
-	// (WatchUnserved). It needs get, list and watch on exporters and update
+	// (watchUnserved). It needs get, list and watch on exporters and update
 	// on their status cluster-wide (a ClusterRole); the operator never acts
 	// on those exporters' pods.
 	ReportUnserved bool
@@ -208,6 +208,16 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 	if o.ContainerLogs == nil {
 		o.ContainerLogs = podLogs{client: o.Client}
 	}
+	r := newReconciler(op, o)
+	if err := r.watch(op); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// newReconciler builds the Reconciler of op with the options o (defaults
+// filled in): its strategies, and whether it keeps PodMonitors.
+func newReconciler(op *sdk.Operator, o Options) *Reconciler {
 	r := &Reconciler{
 		op:         op,
 		opts:       o,
@@ -246,43 +256,52 @@ func Setup(op *sdk.Operator, o Options) (*Reconciler, error) {
 		}
 		r.podMonitors = served
 	}
+	return r
+}
+
+// watch registers the Reconciler's watches on op: the exporters (handled
+// by r), the pods and ConfigMaps (mapped to their exporters), the exporters
+// of unserved namespaces (--report-unserved), and the PodMonitors when the
+// cluster serves them.
+func (r *Reconciler) watch(op *sdk.Operator) error {
+	o := r.opts
 	ns := o.Namespaces
 	if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", ns, o.Resync,
-		sdk.WithName(WatchExporters), sdk.WithHandler(r),
+		sdk.WithName(watchExporters), sdk.WithHandler(r),
 		sdk.WithIndex(indexConfigMap, configMapIndex)); err != nil {
-		return nil, fmt.Errorf("operator: watch exporters: %w", err)
+		return fmt.Errorf("operator: watch exporters: %w", err)
 	}
 	if err := op.Watch("v1", "Pod", ns, 0,
-		sdk.WithName(WatchPods), sdk.WithTransform(TrimPod), sdk.WithIndex(indexRecordedBy, recordedByIndex),
-		sdk.WithMapTo(WatchExporters, r.exportersOfPod)); err != nil {
-		return nil, fmt.Errorf("operator: watch pods: %w", err)
+		sdk.WithName(watchPods), sdk.WithTransform(trimPod), sdk.WithIndex(indexRecordedBy, recordedByIndex),
+		sdk.WithMapTo(watchExporters, r.exportersOfPod)); err != nil {
+		return fmt.Errorf("operator: watch pods: %w", err)
 	}
 	// ConfigMaps: identities only (configMaps holds the data of those that
 	// exporters read).
 	if err := op.Watch("v1", "ConfigMap", ns, 0,
-		sdk.WithName(WatchConfigMaps), sdk.WithMetadataOnly(), sdk.WithTransform(configMapIdentity),
-		sdk.WithMapTo(WatchExporters, r.exportersOfConfigMap)); err != nil {
-		return nil, fmt.Errorf("operator: watch configmaps: %w", err)
+		sdk.WithName(watchConfigMaps), sdk.WithMetadataOnly(), sdk.WithTransform(configMapIdentity),
+		sdk.WithMapTo(watchExporters, r.exportersOfConfigMap)); err != nil {
+		return fmt.Errorf("operator: watch configmaps: %w", err)
 	}
 	if served := servedNamespaces(ns); len(served) > 0 && o.ReportUnserved {
 		if err := op.Watch(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter", "", 0,
-			sdk.WithName(WatchUnserved), sdk.WithFieldSelector(unservedSelector(served)),
+			sdk.WithName(watchUnserved), sdk.WithFieldSelector(unservedSelector(served)),
 			sdk.WithHandler(&unserved{served: served})); err != nil {
-			return nil, fmt.Errorf("operator: watch exporters of unserved namespaces: %w", err)
+			return fmt.Errorf("operator: watch exporters of unserved namespaces: %w", err)
 		}
 		op.Logger().Infof("operator: exporters outside %s get NotServed=True (--report-unserved)", strings.Join(served, ", "))
 	}
 	if r.podMonitors {
-		if err := op.Watch(PodMonitorGVK.GroupVersion().String(), PodMonitorGVK.Kind, ns, 0,
-			sdk.WithName(WatchPodMonitors),
+		if err := op.Watch(podMonitorGVK.GroupVersion().String(), podMonitorGVK.Kind, ns, 0,
+			sdk.WithName(watchPodMonitors),
 			sdk.WithOwnerOf(jmxv1alpha1.SchemeGroupVersion.String(), "PrometheusJmxExporter")); err != nil {
-			return nil, fmt.Errorf("operator: watch podmonitors: %w", err)
+			return fmt.Errorf("operator: watch podmonitors: %w", err)
 		}
-		op.Logger().Infof("operator: the cluster serves %s PodMonitors: one is kept per exporter", PodMonitorGVK.GroupVersion())
+		op.Logger().Infof("operator: the cluster serves %s PodMonitors: one is kept per exporter", podMonitorGVK.GroupVersion())
 	} else if !o.DisablePodMonitors {
-		op.Logger().Infof("operator: the cluster serves no %s PodMonitors: none are kept (pods are annotated for Prometheus either way); restart the operator after installing the CRD", PodMonitorGVK.GroupVersion())
+		op.Logger().Infof("operator: the cluster serves no %s PodMonitors: none are kept (pods are annotated for Prometheus either way); restart the operator after installing the CRD", podMonitorGVK.GroupVersion())
 	}
-	return r, nil
+	return nil
 }
 
 func (o Options) withDefaults() Options {
@@ -363,12 +382,12 @@ func recordedByIndex(obj runtime.Object) ([]string, error) {
 	return nil, nil
 }
 
-// TrimPod keeps only what the operator reads of a pod, so that the pod cache
+// trimPod keeps only what the operator reads of a pod, so that the pod cache
 // of a large cluster stays small: identity, labels, annotations, owner
 // references (restartOnRefusal evicts only pods that have a controller), the
 // containers' names and security contexts, and the status fields that say
 // what runs where.
-func TrimPod(obj runtime.Object) (runtime.Object, error) {
+func trimPod(obj runtime.Object) (runtime.Object, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil

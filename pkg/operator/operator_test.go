@@ -280,7 +280,7 @@ func TestTrimPodKeepsWhatTheOperatorReads(t *testing.T) {
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "cid", Image: "big",
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
 	}
-	obj, err := TrimPod(pod)
+	obj, err := trimPod(pod)
 	if err != nil {
 		t.Fatal(err)
 	}

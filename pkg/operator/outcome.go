@@ -37,7 +37,7 @@ type classified struct {
 // backoff, a bounded number of times).
 func classify(out inject.Outcome, err error) classified {
 	if err != nil {
-		return classified{class: resultRetry, reason: "Unknown", message: err.Error()}
+		return classified{class: resultRetry, reason: jmxv1alpha1.ReasonUnknown, message: err.Error()}
 	}
 	if out.NoJVM {
 		return classified{class: resultSuccess, reason: jmxv1alpha1.ReasonNoJVMFound, noJVM: true}
@@ -53,8 +53,8 @@ func classify(out inject.Outcome, err error) classified {
 		return classified{class: resultFailure, reason: reason, failure: &Failure{Reason: reason, Message: out.Detail}}
 	}
 	if len(out.Results) == 0 {
-		return classified{class: resultFailure, reason: "InvalidRequest",
-			failure: &Failure{Reason: "InvalidRequest", Message: "jmx-attach refused the request: " + out.Detail}}
+		return classified{class: resultFailure, reason: jmxv1alpha1.ReasonInvalidRequest,
+			failure: &Failure{Reason: jmxv1alpha1.ReasonInvalidRequest, Message: "jmx-attach refused the request: " + out.Detail}}
 	}
 	c := classified{class: resultSuccess}
 	var transient []string
@@ -193,4 +193,45 @@ func startedAt(res jvm.InjectResult) *metav1.Time {
 	}
 	t := metav1.NewTime(res.StartedAt)
 	return &t
+}
+
+// classifyReload sorts a reconfiguration's outcome: the rejection to record
+// when an agent refused the config or nothing ran (asking again without a
+// change gets the same answer), the agents' notes, or a transient error
+// (retried with backoff, a bounded number of times).
+func classifyReload(out inject.Outcome, err error, configHash string) (*Rejection, []string, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	var rejected *Rejection
+	var notes []string
+	for _, res := range out.Results {
+		switch {
+		case res.OK():
+			if res.Note != "" {
+				notes = appendOnce(notes, res.Note)
+			}
+		case res.Reason == jvm.ReasonNotInjected:
+			// A JVM that never got the agent (a second JVM that was
+			// refused, or started later) has nothing to reconfigure.
+		case res.Reason == jvm.ReasonConfigRejected:
+			if rejected == nil {
+				rejected = &Rejection{ConfigHash: configHash, Reason: jmxv1alpha1.ReasonConfigRejected,
+					Message: truncateMsg(fmt.Sprintf("JVM %d (%s): %s", res.NSPID, res.MainClass, res.Message), 2048)}
+			}
+		default:
+			if err == nil {
+				err = fmt.Errorf("JVM %d (%s): %s: %s", res.NSPID, res.MainClass, res.Reason, res.Message)
+			}
+		}
+	}
+	switch {
+	case out.Refused != "":
+		// Nothing ran: the pod's budget is spent, or the API server
+		// refused.
+		return &Rejection{ConfigHash: configHash, Reason: out.Refused, Message: truncateMsg(out.Detail, 2048)}, notes, nil
+	case len(out.Results) == 0 && err == nil:
+		err = fmt.Errorf("no result: %s", out.Detail)
+	}
+	return rejected, notes, err
 }

@@ -13,13 +13,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// OperatorCommand is the operator's binary in its image; OwnImage finds the
+// operatorCommand is the operator's binary in its image; OwnImage finds the
 // operator's container in its pod by it.
-const OperatorCommand = "prometheus-jmx-exporter-operator"
+const operatorCommand = "prometheus-jmx-exporter-operator"
 
 // OwnImage returns the image of the operator's own container in its pod
 // namespace/name (the downward API's POD_NAMESPACE and POD_NAME): the
-// container whose command runs OperatorCommand, else the one named
+// container whose command runs operatorCommand, else the one named
 // "operator", else the pod's only container. The operator's image is the
 // agent image, so whatever renamed it (a kustomize images: rewrite, a Helm
 // image.repository, a mirror) renames the agent image too.
@@ -63,7 +63,7 @@ func OwnImage(ctx context.Context, client kubernetes.Interface, namespace, name 
 func operatorContainer(pod *corev1.Pod) (*corev1.Container, error) {
 	cs := pod.Spec.Containers
 	for i := range cs {
-		if len(cs[i].Command) > 0 && path.Base(cs[i].Command[0]) == OperatorCommand {
+		if len(cs[i].Command) > 0 && path.Base(cs[i].Command[0]) == operatorCommand {
 			return &cs[i], nil
 		}
 	}
@@ -75,5 +75,5 @@ func operatorContainer(pod *corev1.Pod) (*corev1.Container, error) {
 	if len(cs) == 1 {
 		return &cs[0], nil
 	}
-	return nil, fmt.Errorf("none of its %d containers runs %s or is named operator", len(cs), OperatorCommand)
+	return nil, fmt.Errorf("none of its %d containers runs %s or is named operator", len(cs), operatorCommand)
 }

@@ -23,16 +23,16 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/sdk/action"
 )
 
-// WatchPodMonitors names the watch of the operator's PodMonitors, which maps
+// watchPodMonitors names the watch of the operator's PodMonitors, which maps
 // each event to the owning exporter, so that a PodMonitor edited or deleted
 // by hand is put back.
-const WatchPodMonitors = "podmonitors"
+const watchPodMonitors = "podmonitors"
 
-// PodMonitorGVK is the Prometheus Operator's PodMonitor kind. The operator
+// podMonitorGVK is the Prometheus Operator's PodMonitor kind. The operator
 // keeps one per exporter when the cluster serves it (checked at Setup).
-var PodMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PodMonitor"}
+var podMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PodMonitor"}
 
-// podMonitorResource is PodMonitorGVK's resource, for discovery.
+// podMonitorResource is podMonitorGVK's resource, for discovery.
 const podMonitorResource = "podmonitors"
 
 // Labels on every PodMonitor the operator writes, besides
@@ -63,12 +63,12 @@ const (
 // podMonitorsServed asks discovery whether monitoring.coreos.com/v1 serves
 // podmonitors.
 func podMonitorsServed(client kubernetes.Interface) (bool, error) {
-	list, err := client.Discovery().ServerResourcesForGroupVersion(PodMonitorGVK.GroupVersion().String())
+	list, err := client.Discovery().ServerResourcesForGroupVersion(podMonitorGVK.GroupVersion().String())
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("discover %s: %w", PodMonitorGVK.GroupVersion(), err)
+		return false, fmt.Errorf("discover %s: %w", podMonitorGVK.GroupVersion(), err)
 	}
 	for _, r := range list.APIResources {
 		if r.Name == podMonitorResource {
@@ -217,7 +217,7 @@ func (r *Reconciler) ensurePodMonitor(ctx context.Context, ex *jmxv1alpha1.Prome
 		return err
 	}
 	pm := &unstructured.Unstructured{}
-	pm.SetGroupVersionKind(PodMonitorGVK)
+	pm.SetGroupVersionKind(podMonitorGVK)
 	pm.SetNamespace(ex.Namespace)
 	pm.SetName(ex.Name)
 	res, err := action.CreateOrUpdate(ctx, r.read, nil, pm, func() error {
@@ -240,7 +240,7 @@ func (r *Reconciler) ensurePodMonitor(ctx context.Context, ex *jmxv1alpha1.Prome
 		return unstructured.SetNestedField(pm.Object, spec, "spec")
 	}, action.WithFieldManager(fieldManager))
 	if foreign := (*foreignPodMonitorError)(nil); errors.As(err, &foreign) {
-		sdk.EventRecorderFrom(ctx).Eventf(ex, corev1.EventTypeWarning, ReasonPodMonitorNameTaken,
+		sdk.EventRecorderFrom(ctx).Eventf(ex, corev1.EventTypeWarning, jmxv1alpha1.ReasonPodMonitorNameTaken,
 			"a PodMonitor named %s exists and is not this exporter's, so the operator keeps none for it: rename or delete the other one", foreign.name)
 		return nil
 	}
@@ -252,10 +252,6 @@ func (r *Reconciler) ensurePodMonitor(ctx context.Context, ex *jmxv1alpha1.Prome
 	}
 	return nil
 }
-
-// ReasonPodMonitorNameTaken is the Event reason when a PodMonitor named like
-// the exporter exists and the exporter does not control it.
-const ReasonPodMonitorNameTaken = "PodMonitorNameTaken"
 
 // foreignPodMonitorError: a PodMonitor of the exporter's name that it does
 // not control.

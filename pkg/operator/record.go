@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -396,66 +397,45 @@ func ptrTo[T any](v T) *T { return &v }
 // updateRecord reads the pod from the API server, applies change to its
 // record and merge-patches the annotations, with the pod's resourceVersion as
 // a precondition so that concurrent writers never lose each other's record.
-// It retries on conflicts, and returns the record as written. A pod that was
-// replaced (other UID) or deleted is left alone (an empty record).
+// It retries on conflicts (patchAnnotations), and returns the record as
+// written. A pod that was replaced (other UID) or deleted is left alone (an
+// empty record).
 func updateRecord(ctx context.Context, client kubernetes.Interface, namespace, name string, uid types.UID, change func(*PodRecord)) (PodRecord, error) {
-	pods := client.CoreV1().Pods(namespace)
-	for try := 0; ; try++ {
-		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return PodRecord{}, nil
-		}
-		if err != nil {
-			return PodRecord{}, err
-		}
-		if pod.UID != uid {
-			return PodRecord{}, nil
-		}
+	var written PodRecord
+	patched, err := patchAnnotations(ctx, client, namespace, name, uid, func(pod *corev1.Pod) (any, error) {
 		rec := readRecord(pod)
 		change(&rec)
 		ann, rec, err := rec.annotations(pod)
-		if err != nil {
-			return PodRecord{}, err
-		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": pod.ResourceVersion, "annotations": ann}})
-		if err != nil {
-			return PodRecord{}, err
-		}
-		_, err = pods.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-		if apierrors.IsConflict(err) && try < 10 {
-			time.Sleep(time.Duration(10*(try+1)) * time.Millisecond)
-			continue
-		}
-		return rec, err
+		written = rec
+		return ann, err
+	})
+	if !patched {
+		written = PodRecord{}
 	}
+	var re *podReadError
+	if errors.As(err, &re) {
+		err = re.err
+	}
+	return written, err
 }
 
 // clearAnnotations removes the operator's annotations from a pod that
 // exporter injected: its record, its jmx.handlerkit.dev annotations and
 // exactly the prometheus.io annotations it wrote (the record says which),
 // never the pod's own. It reads the pod live and patches with its
-// resourceVersion as a precondition, so that a record written meanwhile is
-// not misread. It reports whether it changed the pod.
+// resourceVersion as a precondition (patchAnnotations), so that a record
+// written meanwhile is not misread. It reports whether it changed the pod.
 func clearAnnotations(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, exporter string) (bool, error) {
 	if _, ok := pod.Annotations[AnnotationAgents]; !ok {
 		return false, nil
 	}
-	pods := client.CoreV1().Pods(pod.Namespace)
-	for try := 0; ; try++ {
-		live, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("read pod %s/%s: %w", pod.Namespace, pod.Name, err)
-		}
-		if _, ok := live.Annotations[AnnotationAgents]; live.UID != pod.UID || !ok {
-			return false, nil
+	patched, err := patchAnnotations(ctx, client, pod.Namespace, pod.Name, pod.UID, func(live *corev1.Pod) (any, error) {
+		if _, ok := live.Annotations[AnnotationAgents]; !ok {
+			return nil, nil
 		}
 		rec := readRecord(live)
 		if rec.Exporter != exporter {
-			return false, nil
+			return nil, nil
 		}
 		ann := map[string]any{AnnotationAgents: nil}
 		for _, k := range append(slices.Clone(jmxAnnotations), rec.written(live)...) {
@@ -466,21 +446,67 @@ func clearAnnotations(ctx context.Context, client kubernetes.Interface, pod *cor
 				ann[k] = nil
 			}
 		}
+		return ann, nil
+	})
+	var re *podReadError
+	switch {
+	case errors.As(err, &re):
+		return false, err
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("clear the annotations of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return patched, nil
+}
+
+// patchAnnotations is the operator's one loop that writes a pod's
+// annotations: it reads the pod live and, while it is still the pod with
+// uid, merge-patches the annotations that annotate returns for it (nil:
+// nothing to write), with the pod's resourceVersion as a precondition; on a
+// conflict it reads again and retries (at most 10 times, waiting 10 ms
+// longer each time). It says whether it patched. A pod that is gone or was
+// replaced is left alone; an error reading it is a *podReadError.
+func patchAnnotations(ctx context.Context, client kubernetes.Interface, namespace, name string, uid types.UID,
+	annotate func(*corev1.Pod) (any, error)) (bool, error) {
+	pods := client.CoreV1().Pods(namespace)
+	for try := 0; ; try++ {
+		live, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, &podReadError{namespace: namespace, name: name, err: err}
+		}
+		if live.UID != uid {
+			return false, nil
+		}
+		ann, err := annotate(live)
+		if err != nil || ann == nil {
+			return false, err
+		}
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": live.ResourceVersion, "annotations": ann}})
 		if err != nil {
 			return false, err
 		}
-		_, err = pods.Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-		switch {
-		case apierrors.IsConflict(err) && try < 10:
+		_, err = pods.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		if apierrors.IsConflict(err) && try < 10 {
 			time.Sleep(time.Duration(10*(try+1)) * time.Millisecond)
 			continue
-		case apierrors.IsNotFound(err):
-			return false, nil
-		case err != nil:
-			return false, fmt.Errorf("clear the annotations of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
-		return true, nil
+		return err == nil, err
 	}
 }
+
+// podReadError is patchAnnotations' failure to read the pod.
+type podReadError struct {
+	namespace, name string
+	err             error
+}
+
+func (e *podReadError) Error() string {
+	return fmt.Sprintf("read pod %s/%s: %v", e.namespace, e.name, e.err)
+}
+
+func (e *podReadError) Unwrap() error { return e.err }

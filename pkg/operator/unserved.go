@@ -14,9 +14,9 @@ import (
 	"github.com/handlerkit/handlerkit/pkg/sdk/action"
 )
 
-// WatchUnserved is the watch of the exporters in the namespaces the operator
+// watchUnserved is the watch of the exporters in the namespaces the operator
 // does not serve (Options.ReportUnserved).
-const WatchUnserved = "unserved-exporters"
+const watchUnserved = "unserved-exporters"
 
 // servedNamespaces splits Options.Namespaces ("" is every namespace: nil).
 func servedNamespaces(list string) []string {
@@ -57,7 +57,7 @@ func (u *unserved) message(ns string) string {
 		ns, strings.Join(u.served, ", "), ns)
 }
 
-// Handle implements sdk.Handler for WatchUnserved.
+// Handle implements sdk.Handler for watchUnserved.
 func (u *unserved) Handle(ctx context.Context, e sdk.Event) error {
 	ex, ok := e.Object.(*jmxv1alpha1.PrometheusJmxExporter)
 	if !ok || e.Deleted || ex.DeletionTimestamp != nil {

@@ -61,9 +61,7 @@ func (r *Reconciler) verdictOf(ctx context.Context, ex *jmxv1alpha1.PrometheusJm
 			err.Error()+"; no agent was touched: split the rules or drop what is not needed")
 		return v
 	}
-	sum := sha256.Sum256(v.config)
-	v.configSHA = hex.EncodeToString(sum[:])
-	v.configHash = v.configSHA[:16]
+	v.configSHA, v.configHash = configHashes(v.config)
 	// Verdicts met earlier on this config, kept in the status so that they
 	// survive the pods that gave them and the operator's restarts.
 	if rc := ex.Status.RejectedConfig; rc != nil && rc.ConfigSHA256 == v.configSHA {
@@ -107,3 +105,26 @@ func (v *verdict) String() string {
 	}
 	return "may act"
 }
+
+// configHashes names config as the operator does: sha is its SHA-256 in
+// hex (the status' configSHA256), short the first 16 hex digits of it (the
+// records' configHash, as atstart.ConfigHash writes it at start). Every
+// config the operator names is named here.
+func configHashes(config []byte) (sha, short string) {
+	sum := sha256.Sum256(config)
+	sha = hex.EncodeToString(sum[:])
+	return sha, shortHash(sha)
+}
+
+// shortHash is the short name (configHash) of the config whose SHA-256 is
+// sha, or "" when sha is not one.
+func shortHash(sha string) string {
+	if len(sha) < 16 {
+		return ""
+	}
+	return sha[:16]
+}
+
+// sameConfig says whether a record's configHash, short, names the config
+// whose SHA-256 is sha.
+func sameConfig(short, sha string) bool { return short != "" && short == shortHash(sha) }

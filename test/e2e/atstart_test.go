@@ -378,18 +378,18 @@ func restartOnRefusal(t *testing.T, ns string) {
 	first := refusingDeployment(t, ns, "evicted", labels)
 	createExporter(t, ns, exporter("evicted", labels, withMode(jmxv1alpha1.InjectionModeBoth),
 		func(ex *jmxv1alpha1.PrometheusJmxExporter) { ex.Spec.Injection.RestartOnRefusal = true }))
-	waitFor(t, 3*time.Minute, "an "+operator.EventEvicted+" event on "+first, func() (bool, string) {
+	waitFor(t, 3*time.Minute, "an "+jmxv1alpha1.ReasonEvictedOnRefusal+" event on "+first, func() (bool, string) {
 		evs := events(t, ns, "Pod", first)
 		var reasons []string
 		for _, e := range evs {
 			reasons = append(reasons, e.Reason)
 		}
-		return hasEvent(evs, operator.EventEvicted), fmt.Sprintf("events %v", reasons)
+		return hasEvent(evs, jmxv1alpha1.ReasonEvictedOnRefusal), fmt.Sprintf("events %v", reasons)
 	})
 	second := deploymentPod(t, ns, labels, first)
 	servedFromStart(t, ns, "evicted", second, 10*time.Second)
 	waitCondition(t, ns, "evicted", jmxv1alpha1.ConditionReady, metav1.ConditionTrue, jmxv1alpha1.ReasonAllInjected, 2*time.Minute)
-	if evs := events(t, ns, "Pod", second); hasEvent(evs, operator.EventEvicted) {
+	if evs := events(t, ns, "Pod", second); hasEvent(evs, jmxv1alpha1.ReasonEvictedOnRefusal) {
 		t.Errorf("the replacement %s was evicted too", second)
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/images/testimages"
-	"github.com/handlerkit/handlerkit/pkg/operator"
 )
 
 // TestRestartOnRefusalNeverEmptiesAWorkload is issue 40's item 4 on the real
@@ -105,7 +104,7 @@ func TestRestartOnRefusalNeverEmptiesAWorkload(t *testing.T) {
 	evictions := func() []string {
 		var out []string
 		for _, e := range events(t, ns, "PrometheusJmxExporter", "noagent") {
-			if e.Reason == operator.EventEvicted {
+			if e.Reason == jmxv1alpha1.ReasonEvictedOnRefusal {
 				for i := int32(0); i < max(e.Count, 1); i++ {
 					out = append(out, e.Message)
 				}

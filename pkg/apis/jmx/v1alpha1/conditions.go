@@ -289,3 +289,64 @@ const (
 	// controller, or the eviction was refused); the reason says what to do.
 	ReasonHarmedPodNotReplaced = "HarmedPodNotReplaced"
 )
+
+// Reasons of the operator's Events and of the conditions that were kept
+// elsewhere before: every reason the operator writes is a constant of this
+// package.
+const (
+	// ReasonWaitingForJVM (Ready=False): no JVM was found yet in the
+	// selected containers of every matched pod, and they are looked at again
+	// for one that starts late. NoJVMFound is left for containers that are
+	// no longer looked at.
+	ReasonWaitingForJVM = "WaitingForJVM"
+	// ReasonPodMonitorNameTaken (a Warning Event on the exporter): a
+	// PodMonitor named like the exporter exists and the exporter does not
+	// control it.
+	ReasonPodMonitorNameTaken = "PodMonitorNameTaken"
+	// ReasonAtStartRecordInvalid names, in the InjectionFailed message, a
+	// pod whose record of the agent at start (the webhook's annotation)
+	// cannot be read.
+	ReasonAtStartRecordInvalid = "AtStartRecordInvalid"
+	// ReasonEvictedOnRefusal (a Normal Event on the pod and the exporter):
+	// spec.injection.restartOnRefusal evicted a pod whose JVM refuses a live
+	// attach, so that its controller recreates it with the agent at start.
+	ReasonEvictedOnRefusal = "EvictedOnRefusal"
+	// ReasonEvictionRefused (a Warning Event on the pod and the exporter):
+	// the API server refused that eviction (429: a PodDisruptionBudget
+	// allows no disruption now; or RBAC); it is retried with backoff.
+	ReasonEvictionRefused = "EvictionRefused"
+	// ReasonEvictionSkipped (a Warning Event on the pod and the exporter):
+	// the pod has no controller, so an eviction would only delete it; the
+	// operator never does.
+	ReasonEvictionSkipped = "EvictionSkipped"
+	// ReasonLeftSelector (a Normal Event on the pod and the exporter): the
+	// pod no longer matches the exporter's selector; the operator removed
+	// its annotations and its record (loaded agents keep running).
+	ReasonLeftSelector = "LeftSelector"
+	// ReasonFinalized (a Normal Event on the exporter): the exporter is
+	// being deleted; the operator removed its annotations from the pods.
+	ReasonFinalized = "Finalized"
+	// ReasonInjected (a Normal Event on the pod, and on the exporter for a
+	// container's first start): the agent was loaded into the container's
+	// JVMs.
+	ReasonInjected = "Injected"
+	// ReasonInjectionRetry (a Warning Event on the pod and the exporter): a
+	// load failed transiently and is retried with backoff.
+	ReasonInjectionRetry = "InjectionRetry"
+	// ReasonReconfigured (a Normal Event on the pod and the exporter): the
+	// loaded agents reloaded the current config.
+	ReasonReconfigured = "Reconfigured"
+	// ReasonReconfigureRetry (a Warning Event on the pod and the exporter):
+	// giving the agents the current config failed transiently and is
+	// retried with backoff.
+	ReasonReconfigureRetry = "ReconfigureRetry"
+	// ReasonReconfigureFailed is the reason, in the operator's metrics, of
+	// a reload that failed transiently.
+	ReasonReconfigureFailed = "ReconfigureFailed"
+	// ReasonUnknown is the reason, in the operator's metrics and in the
+	// retry's message, of a strategy's error that says nothing more.
+	ReasonUnknown = "Unknown"
+	// ReasonInvalidRequest: jmx-attach refused the operator's request (a
+	// permanent failure).
+	ReasonInvalidRequest = "InvalidRequest"
+)
