@@ -1,8 +1,8 @@
 // Package manifest reads the YAML manifests under deploy/ and applies them to
 // a cluster with server-side apply, the way `kubectl apply --server-side`
 // does. It understands the small subset of kustomization.yaml that deploy/
-// uses (resources, namespace, images, and configurations that name more
-// fields for the namespace), so that the demo and the tests apply exactly
+// uses (resources, namespace, images, strategic-merge patches of built-in
+// kinds, and configurations that name more fields for the namespace), so that the demo and the tests apply exactly
 // what a cluster admin applies with `kubectl apply -k`.
 package manifest
 
@@ -88,6 +88,9 @@ type kustomization struct {
 		NewName string `json:"newName"`
 		NewTag  string `json:"newTag"`
 	} `json:"images"`
+	Patches []struct {
+		Path string `json:"path"`
+	} `json:"patches"`
 }
 
 // transformerConfig is the subset of a kustomize transformer configuration
@@ -129,7 +132,7 @@ func build(dir string) ([]*unstructured.Unstructured, []fieldSpec, error) {
 	}
 	var k kustomization
 	if err := yaml.UnmarshalStrict(data, &k); err != nil {
-		return nil, nil, fmt.Errorf("%s/kustomization.yaml: %w (only resources, namespace, configurations and images are supported here; use kubectl apply -k for more)", dir, err)
+		return nil, nil, fmt.Errorf("%s/kustomization.yaml: %w (only resources, namespace, configurations, images and patches by path are supported here; use kubectl apply -k for more)", dir, err)
 	}
 	var objs []*unstructured.Unstructured
 	var specs []fieldSpec
@@ -151,6 +154,11 @@ func build(dir string) ([]*unstructured.Unstructured, []fieldSpec, error) {
 			return nil, nil, err
 		}
 		objs = append(objs, got...)
+	}
+	for _, p := range k.Patches {
+		if err := applyPatchFile(objs, filepath.Join(dir, p.Path)); err != nil {
+			return nil, nil, err
+		}
 	}
 	for _, c := range k.Configurations {
 		data, err := os.ReadFile(filepath.Join(dir, c))

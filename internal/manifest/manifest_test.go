@@ -1,8 +1,10 @@
 package manifest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,11 +44,11 @@ func TestBuildTheLocalOverlay(t *testing.T) {
 
 func TestBuildRefusesWhatItDoesNotUnderstand(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources: []\npatches:\n- path: x.yaml\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources: []\npatches:\n- target: {kind: Deployment}\n  patch: '[]'\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Build(dir); err == nil {
-		t.Fatal("a kustomization with patches was accepted and its patches ignored")
+		t.Fatal("a kustomization with a targeted (JSON 6902) patch was accepted and its patch ignored")
 	}
 }
 
@@ -179,6 +181,80 @@ func TestTheNamespaceReachesTheWebhookConfigurationAsKustomizeDoes(t *testing.T)
 	for _, h := range obj["webhooks"].([]any) {
 		if got, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "service", "namespace"); got != "ns" {
 			t.Errorf("with create: %v", h)
+		}
+	}
+}
+
+// TestPatchesMergeAsKustomizeDoes: a strategic-merge patch by path merges into
+// its target as kustomize merges it: lists by their merge keys (a container
+// by name, an env entry by name), other
+// fields kept. A patch that matches nothing, or of a kind without known merge
+// keys, is an error.
+func TestPatchesMergeAsKustomizeDoes(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"kustomization.yaml": "resources: [d.yaml]\npatches:\n- path: p.yaml\n",
+		"d.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d}
+spec:
+  template:
+    spec:
+      containers:
+      - name: a
+        image: x
+        env:
+        - {name: ONE, value: "1"}
+        - {name: TWO, value: "2"}
+      - name: b
+        image: y
+`,
+		"p.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d}
+spec:
+  template:
+    spec:
+      containers:
+      - name: a
+        env:
+        - {name: TWO, value: "two"}
+        - {name: THREE, value: "3"}
+`,
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs, err := Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	containers, _, _ := unstructured.NestedSlice(objs[0].Object, "spec", "template", "spec", "containers")
+	if len(containers) != 2 || containers[1].(map[string]any)["name"] != "b" || containers[0].(map[string]any)["image"] != "x" {
+		t.Fatalf("containers %v", containers)
+	}
+	var env []string
+	for _, e := range containers[0].(map[string]any)["env"].([]any) {
+		env = append(env, fmt.Sprint(e.(map[string]any)["name"], "=", e.(map[string]any)["value"]))
+	}
+	// kustomize 5 writes the patch's entries first (TWO, THREE, ONE); the
+	// order is not compared (applyPatchFile).
+	slices.Sort(env)
+	if want := []string{"ONE=1", "THREE=3", "TWO=two"}; !slices.Equal(env, want) {
+		t.Errorf("env %v, want %v (kustomize's merge)", env, want)
+	}
+
+	for name, patch := range map[string]string{
+		"no target":    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: other}\n",
+		"unknown kind": "apiVersion: example.com/v1\nkind: Thing\nmetadata: {name: d}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(patch), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Build(dir); err == nil {
+			t.Errorf("%s: the patch was accepted", name)
 		}
 	}
 }

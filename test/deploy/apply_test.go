@@ -43,8 +43,6 @@ var manifestSets = []manifestSet{
 	{file: "deploy/operator/rbac.yaml", namespace: "files"},
 	{file: "deploy/operator/rbac-ephemeralcontainer.yaml", namespace: "files"},
 	{file: "deploy/overlays/exec/rbac-exec.yaml", namespace: "files"},
-	{file: "deploy/overlays/exec/settings.yaml", namespace: "files"},
-	{file: "deploy/overlays/cluster-wide-exec/settings.yaml", namespace: "files"},
 	{file: "deploy/operator/user-roles/user-roles.yaml"},
 	{file: "deploy/operator/operator.yaml", namespace: "files"},
 	{file: "deploy/operator/cluster-wide/operator.yaml", namespace: "files"},
@@ -73,6 +71,9 @@ var notAlone = map[string]string{
 	"deploy/operator/cluster-wide/rbac-webhook.yaml":            "kubectl apply -k only",
 	"deploy/operator/cluster-wide/rbac-eviction.yaml":           "kubectl apply -k only",
 	"deploy/operator/cluster-wide/rbac-atstart.yaml":            "kubectl apply -k only",
+	// Patches of the operator's Deployment, for their overlay.
+	"deploy/overlays/exec/settings.yaml":              "a patch, kubectl apply -k only",
+	"deploy/overlays/cluster-wide-exec/settings.yaml": "a patch, kubectl apply -k only",
 	// Not Kubernetes objects: where kustomize's namespace goes.
 	"deploy/operator/kustomizeconfig.yaml":              "a kustomize transformer configuration",
 	"deploy/operator/cluster-wide/kustomizeconfig.yaml": "a kustomize transformer configuration",

@@ -31,8 +31,9 @@ func TestOperatorDeploymentIsHardened(t *testing.T) {
 // operator's Deployment: two replicas with leader election; POD_NAME and
 // POD_NAMESPACE from the downward API; liveness and readiness probes on
 // /healthz and /readyz at the named metrics port the operator listens on;
-// requests and limits; a non-root, read-only, no-capability container under
-// the RuntimeDefault seccomp profile; and its own ServiceAccount.
+// requests and limits; a non-root (runAsNonRoot, with no pinned uid or gid),
+// read-only, no-capability container under the RuntimeDefault seccomp
+// profile; and its own ServiceAccount.
 func checkOperatorDeployment(t *testing.T, d *appsv1.Deployment) {
 	t.Helper()
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
@@ -93,8 +94,12 @@ func checkOperatorDeployment(t *testing.T, d *appsv1.Deployment) {
 	if !isTrue(psc.RunAsNonRoot) && !isTrue(sc.RunAsNonRoot) {
 		t.Error("runAsNonRoot is not set")
 	}
-	if uid := psc.RunAsUser; uid == nil || *uid == 0 {
-		t.Errorf("runAsUser %v, want a non-root uid (the image's user is numeric)", uid)
+	// No pinned uid or gid: OpenShift's restricted SCC assigns its own and
+	// refuses a pod that pins another; elsewhere the image's numeric user
+	// (65532:65532) applies, which the kubelet checks runAsNonRoot against.
+	if psc.RunAsUser != nil || psc.RunAsGroup != nil || sc.RunAsUser != nil || sc.RunAsGroup != nil {
+		t.Errorf("runAsUser/runAsGroup pinned (pod %v/%v, container %v/%v), want none: the image's user applies",
+			psc.RunAsUser, psc.RunAsGroup, sc.RunAsUser, sc.RunAsGroup)
 	}
 	seccomp := psc.SeccompProfile
 	if sc.SeccompProfile != nil {

@@ -17,30 +17,43 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 
 	"github.com/handlerkit/handlerkit/internal/testbuild"
 	"github.com/handlerkit/handlerkit/pkg/webhook"
 )
 
-// settingsConfigMap is the ConfigMap the operator's Deployment reads into its
-// environment when it exists (envFrom, optional).
-const settingsConfigMap = "prometheus-jmx-exporter-operator-settings"
+// downwardEnv are the operator's environment variables from the downward
+// API, the same in every install; any other is a setting.
+var downwardEnv = []string{"WATCH_NAMESPACE", "POD_NAME", "POD_NAMESPACE"}
 
-// settings is the data of a kustomization's settings ConfigMap, nil when it
-// has none.
+// settings are the operator's settings in a kustomization: the environment
+// variables of its Deployment's container other than downwardEnv, nil when
+// it has none. They are the Deployment's alone: a kustomization that reads
+// settings from elsewhere (envFrom, a ConfigMap anyone who may write
+// ConfigMaps in the namespace could create) fails the test.
 func settings(t testing.TB, dir string) map[string]string {
 	t.Helper()
-	var out map[string]string
 	for _, o := range build(t, dir) {
-		if o.GetKind() != "ConfigMap" || o.GetName() != settingsConfigMap {
+		if o.GetKind() == "ConfigMap" {
+			t.Errorf("%s holds ConfigMap %s: the operator's settings are its Deployment's", dir, o.GetName())
+		}
+	}
+	c := deployment(t, dir).Spec.Template.Spec.Containers[0]
+	if len(c.EnvFrom) > 0 {
+		t.Errorf("%s: envFrom %+v: the operator's settings are its Deployment's, not a ConfigMap's or Secret's", dir, c.EnvFrom)
+	}
+	var out map[string]string
+	for _, e := range c.Env {
+		if slices.Contains(downwardEnv, e.Name) {
 			continue
 		}
-		var cm corev1.ConfigMap
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &cm); err != nil {
-			t.Fatal(err)
+		if e.ValueFrom != nil {
+			t.Errorf("%s: env %s from %+v: the operator's settings are its Deployment's", dir, e.Name, e.ValueFrom)
 		}
-		out = cm.Data
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[e.Name] = e.Value
 	}
 	return out
 }
@@ -73,7 +86,8 @@ func grantsPodsExec(t testing.TB, objs []*unstructured.Unstructured) []string {
 // flavour, and everything built on them) grant no pods/exec anywhere and do
 // not switch Exec on; the Exec opt-in (deploy/overlays/exec,
 // deploy/overlays/cluster-wide-exec) is the default install plus exactly the
-// -exec Role and the setting STRATEGIES=EphemeralContainer,Exec. The API
+// -exec Role and the setting STRATEGIES=EphemeralContainer,Exec in its
+// Deployment (no settings ConfigMap: docs/install.md). The API
 // server's authorizer then denies the default install's ServiceAccount
 // create pods/exec, in the namespace it serves and at home, allows it
 // everything else it does, and allows the opt-in's pods/exec.
@@ -100,8 +114,11 @@ func TestExecIsOptIn(t *testing.T) {
 			t.Errorf("%s settings %v, want %v", opt, got, want)
 		}
 		checkStrategiesFromSettings(t, opt)
-		if !reflect.DeepEqual(deployment(t, def), deployment(t, opt)) {
-			t.Errorf("%s changes the Deployment of %s", opt, def)
+		optDep := deployment(t, opt)
+		c := &optDep.Spec.Template.Spec.Containers[0]
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "STRATEGIES" })
+		if !reflect.DeepEqual(deployment(t, def), optDep) {
+			t.Errorf("%s changes the Deployment of %s in more than STRATEGIES", opt, def)
 		}
 		defRoles, optRoles := roles(t, def, kind), roles(t, opt, kind)
 		delete(optRoles, "prometheus-jmx-exporter-operator-exec")
@@ -147,9 +164,9 @@ func TestExecIsOptIn(t *testing.T) {
 	}
 }
 
-// checkStrategiesFromSettings: the operator's strategies come only from the
-// settings ConfigMap (envFrom, optional) or its default, never from an
-// argument or an env entry that would hide the ConfigMap's.
+// checkStrategiesFromSettings: the operator's strategies come only from its
+// settings (settings: the Deployment's env) or its default, never from an
+// argument that would hide them.
 func checkStrategiesFromSettings(t *testing.T, dir string) {
 	t.Helper()
 	c := deployment(t, dir).Spec.Template.Spec.Containers[0]
@@ -157,16 +174,6 @@ func checkStrategiesFromSettings(t *testing.T, dir string) {
 		if strings.HasPrefix(a, "--strategies") || strings.HasPrefix(a, "-strategies") {
 			t.Errorf("%s: arg %s hides the settings' STRATEGIES", dir, a)
 		}
-	}
-	for _, e := range c.Env {
-		if e.Name == "STRATEGIES" {
-			t.Errorf("%s: env STRATEGIES hides the settings'", dir)
-		}
-	}
-	want := []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
-		LocalObjectReference: corev1.LocalObjectReference{Name: settingsConfigMap}, Optional: ptr.To(true)}}}
-	if !reflect.DeepEqual(c.EnvFrom, want) {
-		t.Errorf("%s: envFrom %+v, want the optional ConfigMap %s", dir, c.EnvFrom, settingsConfigMap)
 	}
 }
 
