@@ -462,7 +462,13 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 		sdk.WithGracefulTimeout(c.gracefulTimeout),
 		sdk.WithClientRateLimit(float32(c.kubeAPIQPS), c.kubeAPIBurst),
 	}
-	lopts := []leader.Option{leader.WithRegisterer(reg), leader.WithLogger(log)}
+	// The operator's Deployment owns the Lease and the webhook's Secret, so
+	// that an uninstall leaves neither (docs/install.md, Uninstall).
+	var owner *metav1.OwnerReference
+	if c.election == "lease" || (c.webhook.on() && !c.webhook.externalCerts) {
+		owner = ownDeployment(ctx, cfg, log)
+	}
+	lopts := []leader.Option{leader.WithRegisterer(reg), leader.WithLogger(log), leader.WithOwner(owner)}
 	switch c.election {
 	case "lease":
 		e, err := leader.NewLease(cfg, c.lockName, lopts...)
@@ -481,7 +487,7 @@ func operate(ctx context.Context, c config, log *logrus.Logger) error {
 	if c.webhook.on() {
 		// The webhook's parts are made before the Operator, so that its
 		// certificates are part of /readyz on every replica.
-		if hook, err = newWebhook(ctx, cfg, c, reg, log); err != nil {
+		if hook, err = newWebhook(ctx, cfg, c, owner, reg, log); err != nil {
 			return err
 		}
 		if hook != nil {

@@ -175,7 +175,7 @@ type webhookRun struct {
 // off, with a warning that says what is missing, so that an install whose
 // RBAC predates the webhook runs as before (nil, nil); one asked for with
 // --webhook=on (or WEBHOOK=on) is an error.
-func newWebhook(ctx context.Context, cfg *rest.Config, c config, reg prometheus.Registerer, log logrus.FieldLogger) (*webhookRun, error) {
+func newWebhook(ctx context.Context, cfg *rest.Config, c config, owner *metav1.OwnerReference, reg prometheus.Registerer, log logrus.FieldLogger) (*webhookRun, error) {
 	ns := leader.DefaultNamespace()
 	if ns == "" {
 		return noWebhook(c, log, "the operator's namespace, where its certificate Secret and webhook Service are, is unknown: "+
@@ -185,7 +185,7 @@ func newWebhook(ctx context.Context, cfg *rest.Config, c config, reg prometheus.
 	if err != nil {
 		return nil, err
 	}
-	return setupWebhook(ctx, client, ns, c, reg, log)
+	return setupWebhook(ctx, client, ns, c, owner, reg, log)
 }
 
 // webhookClientConfig is cfg with the operator's client-side rate limit
@@ -211,8 +211,9 @@ func noWebhook(c config, log logrus.FieldLogger, why string) (*webhookRun, error
 	return nil, nil
 }
 
-// setupWebhook is newWebhook once the namespace and client are known.
-func setupWebhook(ctx context.Context, client kubernetes.Interface, ns string, c config, reg prometheus.Registerer, log logrus.FieldLogger) (*webhookRun, error) {
+// setupWebhook is newWebhook once the namespace and client are known. owner,
+// when known (ownDeployment), owns the Secret of the operator's own CA.
+func setupWebhook(ctx context.Context, client kubernetes.Interface, ns string, c config, owner *metav1.OwnerReference, reg prometheus.Registerer, log logrus.FieldLogger) (*webhookRun, error) {
 	denied, err := webhookGranted(ctx, client, ns, c.webhook)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: asking the API server what the operator may do: %w", err)
@@ -225,6 +226,7 @@ func setupWebhook(ctx context.Context, client kubernetes.Interface, ns string, c
 		SecretName:    c.webhook.secret,
 		ServiceName:   c.webhook.service,
 		ExternalCerts: c.webhook.externalCerts,
+		Owner:         owner,
 		Logger:        log.WithField("component", "webhook"),
 		Registerer:    reg,
 	}

@@ -72,7 +72,7 @@ func TestWebhookOnByDefaultStepsAsideWithoutItsNamespaceOrRBAC(t *testing.T) {
 	if err != nil || def.webhook.set {
 		t.Fatalf("defaults: %v, set %v", err, def.webhook.set)
 	}
-	h, err := newWebhook(t.Context(), &rest.Config{Host: "http://127.0.0.1:1"}, def, prometheus.NewRegistry(), log)
+	h, err := newWebhook(t.Context(), &rest.Config{Host: "http://127.0.0.1:1"}, def, nil, prometheus.NewRegistry(), log)
 	if h != nil || err != nil || !strings.Contains(out.String(), "the admission webhook is off") || !strings.Contains(out.String(), "POD_NAMESPACE") {
 		t.Fatalf("by default, outside a pod: %v %v, log %q", h, err, out.String())
 	}
@@ -81,7 +81,7 @@ func TestWebhookOnByDefaultStepsAsideWithoutItsNamespaceOrRBAC(t *testing.T) {
 	if err != nil || !asked.webhook.set {
 		t.Fatalf("WEBHOOK=on: %v, set %v", err, asked.webhook.set)
 	}
-	if _, err := newWebhook(t.Context(), &rest.Config{Host: "http://127.0.0.1:1"}, asked, prometheus.NewRegistry(), log); err == nil ||
+	if _, err := newWebhook(t.Context(), &rest.Config{Host: "http://127.0.0.1:1"}, asked, nil, prometheus.NewRegistry(), log); err == nil ||
 		!strings.Contains(err.Error(), "POD_NAMESPACE") || !strings.Contains(err.Error(), "--webhook=off") {
 		t.Fatalf("asked for, outside a pod: %v", err)
 	}
@@ -96,7 +96,7 @@ func TestWebhookOnByDefaultStepsAsideWithoutItsNamespaceOrRBAC(t *testing.T) {
 		return true, r, nil
 	})
 	out.Reset()
-	h, err = setupWebhook(t.Context(), client, "operator", def, prometheus.NewRegistry(), log)
+	h, err = setupWebhook(t.Context(), client, "operator", def, nil, prometheus.NewRegistry(), log)
 	if h != nil || err != nil || !strings.Contains(out.String(), "may not patch MutatingWebhookConfiguration prometheus-jmx-exporter-operator") {
 		t.Fatalf("by default, without the patch: %v %v, log %q", h, err, out.String())
 	}
@@ -108,7 +108,7 @@ func TestWebhookOnByDefaultStepsAsideWithoutItsNamespaceOrRBAC(t *testing.T) {
 			t.Errorf("asked %+v", a)
 		}
 	}
-	if _, err := setupWebhook(t.Context(), client, "operator", asked, prometheus.NewRegistry(), log); err == nil ||
+	if _, err := setupWebhook(t.Context(), client, "operator", asked, nil, prometheus.NewRegistry(), log); err == nil ||
 		!strings.Contains(err.Error(), "may not patch MutatingWebhookConfiguration") {
 		t.Fatalf("asked for, without the patch: %v", err)
 	}
@@ -116,7 +116,7 @@ func TestWebhookOnByDefaultStepsAsideWithoutItsNamespaceOrRBAC(t *testing.T) {
 	external := def
 	external.webhook.externalCerts = true
 	asks = nil
-	if h, err = setupWebhook(t.Context(), client, "operator", external, prometheus.NewRegistry(), log); h == nil || err != nil {
+	if h, err = setupWebhook(t.Context(), client, "operator", external, nil, prometheus.NewRegistry(), log); h == nil || err != nil {
 		t.Fatalf("external certificates: %v %v", h, err)
 	}
 	if len(asks) != 3 {
@@ -151,7 +151,7 @@ func TestWebhookStartReportsAPortInUseAndStopsWithItsContext(t *testing.T) {
 		}
 		return true, nil, errors.New("no API server here")
 	})
-	h, err := setupWebhook(t.Context(), client, "operator", c, prometheus.NewRegistry(), log)
+	h, err := setupWebhook(t.Context(), client, "operator", c, nil, prometheus.NewRegistry(), log)
 	if err != nil || h == nil {
 		t.Fatalf("setupWebhook: %v %v", h, err)
 	}

@@ -20,6 +20,9 @@
 // mode the leader also removes its own label, as a best effort, when it loses the lease. The metrics Service of
 // package metrics can select on that label to scrape only the leader.
 //
+// In lease mode, WithOwner (usually DeploymentOwner's reference to the operator's Deployment) makes the Lease
+// owned, so that it goes away with the operator; leader-for-life's lock is owned by the leader's pod.
+//
 // Both modes export leader_election_master_status{name} (1 while leading, 0 otherwise) into the registerer given
 // with WithRegisterer.
 //
@@ -33,8 +36,8 @@
 //	""                     pods             get, list, watch, patch       (own pod's UID, leader label)
 //	""                     services         get, create, update           (metrics.EnsureService)
 //	monitoring.coreos.com  servicemonitors  get, create, update           (metrics.EnsureService, when the kind exists)
-//	apps                   replicasets      get                           (pod -> ReplicaSet -> Deployment owner)
-//	apps                   deployments      get
+//	apps                   replicasets      get                           (pod -> ReplicaSet -> Deployment owner:
+//	                                                                       DeploymentOwner, metrics.EnsureService)
 //
 // Leader-for-life also reads nodes, cluster-wide, to take over from a holder stuck Terminating on a lost node
 // (ClusterPolicyRules; a ClusterRole). Without that rule the takeover waits until the holder's pod is gone.

@@ -108,7 +108,7 @@ func (l *Lease) Lead(ctx context.Context) (context.Context, error) {
 	log := c.logger.WithFields(logrus.Fields{"lease": l.name, "namespace": c.namespace, "identity": l.identity})
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: l.name, Namespace: c.namespace},
-		Client:     l.client.CoordinationV1(),
+		Client:     leasesFor(l.client.CoordinationV1(), c),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
 	}
 	started := make(chan context.Context, 1)

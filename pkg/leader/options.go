@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/leaderelection"
@@ -53,6 +55,8 @@ type config struct {
 	retryPeriod   time.Duration
 	labelInterval time.Duration
 	labeling      bool
+	owner         *metav1.OwnerReference // WithOwner
+	ownerRefused  atomic.Bool            // the API server refused owner once
 }
 
 func newConfig(opts []Option) (*config, error) {

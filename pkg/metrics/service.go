@@ -251,8 +251,9 @@ func (o *ServiceOptions) defaults() error {
 	return nil
 }
 
-// deploymentOwner follows the pod's controller ReplicaSet to its controller Deployment. It returns nil when
-// either link is missing, which is normal for a pod run by hand or by another kind of workload.
+// deploymentOwner follows the pod's controller ReplicaSet to its controller Deployment, named with its UID by the
+// ReplicaSet's controller reference (the Deployment itself is not read: no get on deployments). It returns nil
+// when either link is missing, which is normal for a pod run by hand or by another kind of workload.
 func deploymentOwner(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) (*metav1.OwnerReference, error) {
 	rsRef := metav1.GetControllerOf(pod)
 	if rsRef == nil || rsRef.Kind != "ReplicaSet" {
@@ -269,15 +270,8 @@ func deploymentOwner(ctx context.Context, client kubernetes.Interface, pod *core
 	if depRef == nil || depRef.Kind != "Deployment" {
 		return nil, nil
 	}
-	dep, err := client.AppsV1().Deployments(pod.Namespace).Get(ctx, depRef.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("metrics: get Deployment %s: %w", depRef.Name, err)
-	}
 	// Not a controller reference: the Deployment controller must not think it manages the Service.
-	return &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID}, nil
+	return &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: depRef.Name, UID: depRef.UID}, nil
 }
 
 // serviceMonitorServed asks discovery whether monitoring.coreos.com/v1 serves servicemonitors.

@@ -43,6 +43,7 @@ type CertManager struct {
 	p       policy
 	log     logrus.FieldLogger
 	metrics *certMetrics
+	own     ownership
 
 	running atomic.Bool
 	wake    chan struct{}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -59,6 +60,13 @@ type CertOptions struct {
 	// manager never creates, rotates or injects anything, it only reads the
 	// Secret's tls.crt and tls.key and serves them.
 	ExternalCerts bool
+	// Owner, when set, is put in the owner references of the Secret the
+	// manager creates, and added to an existing one it keeps, so that the
+	// garbage collector deletes the Secret (and its CA's private key) with
+	// the owner: usually the operator's Deployment (leader.DeploymentOwner),
+	// which must be in Namespace. A reference the API server refuses is
+	// logged once and left out. Not used with ExternalCerts.
+	Owner *metav1.OwnerReference
 
 	// CAValidity and ServingValidity are how long new certificates are
 	// valid. Defaults: DefaultCAValidity, DefaultServingValidity.

@@ -72,6 +72,9 @@ func (m *CertManager) look(ctx context.Context) (lookResult, error) {
 	if err != nil {
 		return lookResult{}, fmt.Errorf("webhook: reading Secret %s/%s: %w", m.o.Namespace, m.o.SecretName, err)
 	}
+	if m.adopt(ctx, sec) {
+		return lookResult{lost: true}, nil // changed: read it again
+	}
 	cur, perr := parseState(sec, m.o.ExternalCerts)
 	if m.o.ExternalCerts {
 		if perr != nil {
@@ -146,9 +149,13 @@ func (m *CertManager) create(ctx context.Context) (lookResult, error) {
 		return lookResult{}, err
 	}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.o.Namespace, Name: m.o.SecretName,
-		Labels: map[string]string{"app.kubernetes.io/component": "webhook-certificates"}}}
+		Labels: map[string]string{"app.kubernetes.io/component": "webhook-certificates"}, OwnerReferences: m.owners()}}
 	st.fill(sec)
 	_, err = m.client.CoreV1().Secrets(m.o.Namespace).Create(ctx, sec, metav1.CreateOptions{FieldManager: FieldManager})
+	if len(sec.OwnerReferences) > 0 && m.ownerRefused(err) {
+		sec.OwnerReferences = nil
+		_, err = m.client.CoreV1().Secrets(m.o.Namespace).Create(ctx, sec, metav1.CreateOptions{FieldManager: FieldManager})
+	}
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return lookResult{lost: true}, nil

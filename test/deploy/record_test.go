@@ -230,9 +230,19 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The owner of the Lease and the webhook's Secret, as the operator's
+	// main finds it (ownDeployment), with the operator's credentials.
+	saKube, err := kubernetes.NewForConfig(saCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := leader.DeploymentOwner(ctx, saKube, l.home, own.Name)
+	if err != nil || owner == nil || owner.UID != dep.UID {
+		t.Fatalf("the operator's Deployment as owner: %+v, %v", owner, err)
+	}
 	reg := prometheus.NewRegistry()
 	elector, err := leader.NewLease(saCfg, sa, leader.WithNamespace(l.home), leader.WithPodName(own.Name),
-		leader.WithRegisterer(reg), leader.WithLogger(log))
+		leader.WithRegisterer(reg), leader.WithLogger(log), leader.WithOwner(owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,12 +265,8 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 	}
 	// The webhook as every replica runs it (cmd/prometheus-jmx-exporter-operator
 	// webhook.go): the certificate manager and the server.
-	saKube, err := kubernetes.NewForConfig(saCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	certs, err := webhook.NewCertManager(saKube, webhook.CertOptions{Namespace: l.home, SecretName: webhookSecret,
-		ServiceName: webhookService, WebhookConfigName: webhookConfig, Logger: log, Registerer: reg})
+		ServiceName: webhookService, WebhookConfigName: webhookConfig, Owner: owner, Logger: log, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,6 +370,22 @@ func TestOperatorMakesOnlyTheListedRequests(t *testing.T) {
 	// Shut down first, so that its requests (the lease's release, the
 	// leader label's removal) are recorded too.
 	shutdown()
+
+	// What the operator made at run time in its namespace is owned by its
+	// Deployment, so that the garbage collector deletes it on uninstall.
+	lease, err := kube.CoordinationV1().Leases(l.home).Get(ctx, sa, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := kube.CoreV1().Secrets(l.home).Get(ctx, webhookSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, refs := range map[string][]metav1.OwnerReference{"Lease": lease.OwnerReferences, "webhook Secret": secret.OwnerReferences} {
+		if !slices.Equal(refs, []metav1.OwnerReference{*owner}) {
+			t.Errorf("%s owners %+v, want the Deployment %s alone", what, refs, dep.Name)
+		}
+	}
 
 	listed := append(slices.Clone(operatorRequests), namespaceRequests...)
 	for _, r := range webhookRequests {

@@ -133,7 +133,21 @@ names the code behind each (test/deploy proves them and keeps these equal).
 {{- end }}
 {{- end -}}
 
-{{/* The rules the operator needs in its own namespace (deploy/operator/rbac.yaml's -home Role). */}}
+{{/*
+"true" when the operator keeps the webhook's CA itself (its Secret then owned
+by the Deployment): the webhook on, neither cert-manager nor a certificate of
+the user's.
+*/}}
+{{- define "pjeo.ownCA" -}}
+{{- and .Values.webhook.enabled (not .Values.webhook.certManager.enabled) -}}
+{{- end -}}
+
+{{/*
+The rules the operator needs in its own namespace (deploy/operator/rbac.yaml's
+-home Role). replicasets and the own pod's get: the owner chain pod ->
+ReplicaSet -> Deployment, for the metrics Service, the Lease and the webhook's
+CA Secret.
+*/}}
 {{- define "pjeo.homeRules" -}}
 {{- if eq .Values.leaderElection "lease" }}
 - apiGroups: ["coordination.k8s.io"]
@@ -151,15 +165,18 @@ names the code behind each (test/deploy proves them and keeps these equal).
 - apiGroups: ["monitoring.coreos.com"]
   resources: ["servicemonitors"]
   verbs: ["get", "create", "update"]
+{{- end }}
+{{- $ownerChain := or (ne .Values.metricsService "none") (eq .Values.leaderElection "lease") (eq (include "pjeo.ownCA" .) "true") }}
+{{- if $ownerChain }}
 - apiGroups: ["apps"]
-  resources: ["replicasets", "deployments"]
+  resources: ["replicasets"]
   verbs: ["get"]
 {{- end }}
 {{- if ne .Values.leaderElection "none" }}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "patch"]
-{{- else if ne .Values.metricsService "none" }}
+{{- else if $ownerChain }}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get"]
