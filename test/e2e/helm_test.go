@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/handlerkit/handlerkit/internal/testbuild"
+)
+
+// chartDir is the operator's Helm chart.
+const chartDir = "charts/prometheus-jmx-exporter-operator"
+
+// helmReleaseBuild builds test/helm's helm-release (the Helm library's
+// install, upgrade and uninstall actions, as test/deploy runs it) once per
+// test binary, into a directory kept between runs (testbuild.Build): test/helm
+// is a module of its own, so that Helm never enters handlerkit's go.mod.
+var helmReleaseBuild struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// helmRelease runs helm-release against the test cluster with args
+// (-namespace, -name, -chart, -values ..., then install, upgrade or
+// uninstall) and returns its output.
+func helmRelease(t *testing.T, args ...string) string {
+	t.Helper()
+	helmReleaseBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "handlerkit-e2e-helm-")
+		if err != nil {
+			helmReleaseBuild.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancel()
+		bins, err := testbuild.Build(ctx, filepath.Join(repoRoot, "test", "helm"), dir, testbuild.Flags(), nil, "./cmd/helm-release")
+		if err != nil {
+			helmReleaseBuild.err = err
+			return
+		}
+		helmReleaseBuild.bin = bins[0]
+	})
+	if helmReleaseBuild.err != nil {
+		t.Fatalf("building test/helm's helm-release: %v", helmReleaseBuild.err)
+	}
+	kubeconfig, err := env.KubeconfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(helmReleaseBuild.bin, append([]string{"-kubeconfig", kubeconfig, "-timeout", "4m"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm-release %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// valuesFile writes values (YAML) into a file of the test's and returns its path.
+func valuesFile(t *testing.T, values string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// chartValues are the values every e2e release of the chart starts from: the
+// CRD is the one TestMain installed (not the release's: Helm would refuse to
+// adopt it), one replica (lease election all the same), and the image is the
+// one TestMain built from this checkout and loaded into the node under the
+// chart's default reference (testimages.AgentRef), so nothing is pulled.
+const chartValues = "crds: {enabled: false}\nreplicas: 1\n"
+
+// waitDeploymentReady waits until the Deployment name in ns has a ready
+// replica of its current template.
+func waitDeploymentReady(t *testing.T, ns, name string) *appsv1.Deployment {
+	t.Helper()
+	var dep *appsv1.Deployment
+	waitFor(t, 4*time.Minute, "Deployment "+ns+"/"+name+" ready", func() (bool, string) {
+		d, err := kube.AppsV1().Deployments(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		dep = d
+		return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas >= 1 && d.Status.ReadyReplicas >= 1 &&
+				d.Status.Replicas == d.Status.UpdatedReplicas,
+			fmt.Sprintf("updated %d, ready %d, replicas %d", d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.Replicas)
+	})
+	return dep
+}
