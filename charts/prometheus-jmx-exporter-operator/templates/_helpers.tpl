@@ -134,12 +134,26 @@ names the code behind each (test/deploy proves them and keeps these equal).
 {{- end -}}
 
 {{/*
+"true" when another issuer writes the webhook's serving certificate
+(--webhook-external-certs): cert-manager, or a Secret of the user's
+(webhook.certificate).
+*/}}
+{{- define "pjeo.externalCerts" -}}
+{{- or .Values.webhook.certManager.enabled (ne .Values.webhook.certificate.secretName "") -}}
+{{- end -}}
+
+{{/* The webhook's TLS Secret (--webhook-secret): the user's, or <fullname>-webhook-tls. */}}
+{{- define "pjeo.webhookSecret" -}}
+{{- .Values.webhook.certificate.secretName | default (printf "%s-webhook-tls" (include "pjeo.fullname" .)) -}}
+{{- end -}}
+
+{{/*
 "true" when the operator keeps the webhook's CA itself (its Secret then owned
 by the Deployment): the webhook on, neither cert-manager nor a certificate of
 the user's.
 */}}
 {{- define "pjeo.ownCA" -}}
-{{- and .Values.webhook.enabled (not .Values.webhook.certManager.enabled) -}}
+{{- and .Values.webhook.enabled (ne (include "pjeo.externalCerts" .) "true") -}}
 {{- end -}}
 
 {{/*
@@ -217,6 +231,10 @@ deploy/operator/user-roles's (test/deploy keeps them equal).
 {{- if and .Values.webhook.enabled (or (lt (int .Values.webhook.timeoutSeconds) 1) (gt (int .Values.webhook.timeoutSeconds) 30)) }}{{ fail "webhook.timeoutSeconds: from 1 to 30 (the API server's limit)" }}{{ end -}}
 {{- if and .Values.webhook.enabled (eq (int .Values.webhook.port) 8383) }}{{ fail "webhook.port: not 8383, the metrics port" }}{{ end -}}
 {{- if not (has .Values.webhook.atStartDelivery (list "image-volume" "init-container")) }}{{ fail "webhook.atStartDelivery: image-volume or init-container" }}{{ end -}}
+{{- $cert := .Values.webhook.certificate }}
+{{- if ne (empty $cert.secretName) (empty $cert.caBundle) }}{{ fail "webhook.certificate: set secretName and caBundle together (your kubernetes.io/tls Secret and the PEM of its CA), or neither" }}{{ end -}}
+{{- if and $cert.secretName .Values.webhook.certManager.enabled }}{{ fail "webhook.certificate and webhook.certManager.enabled: choose one issuer of the serving certificate" }}{{ end -}}
+{{- if and $cert.caBundle (not (contains "-----BEGIN CERTIFICATE-----" $cert.caBundle)) }}{{ fail "webhook.certificate.caBundle: the CA's PEM as plain text (-----BEGIN CERTIFICATE-----), not base64" }}{{ end -}}
 {{- if and .Values.webhook.certManager.issuerRef (not .Values.webhook.certManager.issuerRef.name) }}{{ fail "webhook.certManager.issuerRef: name the issuer (name, kind, group), or leave it empty for a self-signed one" }}{{ end -}}
 {{- $chartEnv := include "pjeo.chartEnv" . | fromJsonArray -}}
 {{- range .Values.extraEnv }}{{ if has .name $chartEnv }}{{ fail (printf "extraEnv: %s is set by the chart (%s); use the value that sets it" .name (join ", " $chartEnv)) }}{{ end }}{{ end -}}
