@@ -83,12 +83,12 @@ func TestHelmUserCertificateIsServedAndTrusted(t *testing.T) {
 	}
 	values := chartValues + "webhook:\n  certificate:\n    secretName: admin-webhook-tls\n    caBundle: |\n      " +
 		strings.ReplaceAll(strings.TrimSpace(string(caPEM)), "\n", "\n      ") + "\n"
-	helmRelease(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, chartDir), "-values", valuesFile(t, values), "install")
+	helm(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, chartDir), "-values", valuesFile(t, values), "install")
 	t.Cleanup(func() {
 		if t.Failed() {
 			dumpOperatorLogs(t, ns)
 		}
-		helmRelease(t, "-namespace", ns, "-name", release, "uninstall")
+		helm(t, "-namespace", ns, "-name", release, "uninstall")
 	})
 	waitDeploymentReady(t, ns, full)
 

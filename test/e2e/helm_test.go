@@ -1,70 +1,31 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/handlerkit/handlerkit/internal/testbuild"
 )
 
 // chartDir is the operator's Helm chart.
 const chartDir = "charts/prometheus-jmx-exporter-operator"
 
-// helmReleaseBuild builds test/helm's helm-release (the Helm library's
-// install, upgrade and uninstall actions, as test/deploy runs it) once per
-// test binary, into a directory kept between runs (testbuild.Build): test/helm
-// is a module of its own, so that Helm never enters handlerkit's go.mod.
-var helmReleaseBuild struct {
-	once sync.Once
-	bin  string
-	err  error
-}
-
-// helmRelease runs helm-release against the test cluster with args
-// (-namespace, -name, -chart, -values ..., then install, upgrade or
-// uninstall) and returns its output.
-func helmRelease(t *testing.T, args ...string) string {
+// helm runs test/helm's helm-release (runHelm: the Helm library's install,
+// upgrade and uninstall actions, as test/deploy runs them) against the test
+// cluster with args (-namespace, -name, -chart, -values ..., then install,
+// upgrade or uninstall), failing the test when it fails.
+func helm(t *testing.T, args ...string) string {
 	t.Helper()
-	helmReleaseBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "handlerkit-e2e-helm-")
-		if err != nil {
-			helmReleaseBuild.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-		defer cancel()
-		bins, err := testbuild.Build(ctx, filepath.Join(repoRoot, "test", "helm"), dir, testbuild.Flags(), nil, "./cmd/helm-release")
-		if err != nil {
-			helmReleaseBuild.err = err
-			return
-		}
-		helmReleaseBuild.bin = bins[0]
-	})
-	if helmReleaseBuild.err != nil {
-		t.Fatalf("building test/helm's helm-release: %v", helmReleaseBuild.err)
-	}
-	kubeconfig, err := env.KubeconfigFile()
+	out, err := runHelm(t, args...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("helm-release %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	cmd := exec.Command(helmReleaseBuild.bin, append([]string{"-kubeconfig", kubeconfig, "-timeout", "4m"}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm-release %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String()
+	return out
 }
 
 // valuesFile writes values (YAML) into a file of the test's and returns its path.

@@ -38,12 +38,12 @@ func TestHelmUpgradeFromThePreviousChartKeepsExportersWorking(t *testing.T) {
 	full := release + "-" + operatorName
 	tag := testimages.AgentRef[strings.LastIndex(testimages.AgentRef, ":")+1:]
 	values := valuesFile(t, chartValues+"image: {tag: "+tag+"}\n")
-	helmRelease(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, previousChart), "-values", values, "install")
+	helm(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, previousChart), "-values", values, "install")
 	t.Cleanup(func() {
 		if t.Failed() {
 			dumpOperatorLogs(t, ns)
 		}
-		helmRelease(t, "-namespace", ns, "-name", release, "uninstall")
+		helm(t, "-namespace", ns, "-name", release, "uninstall")
 	})
 	waitDeploymentReady(t, ns, full)
 
@@ -62,7 +62,7 @@ func TestHelmUpgradeFromThePreviousChartKeepsExportersWorking(t *testing.T) {
 	waitScrape(t, ep.PodIP, ep.Port, heapMetric)
 	waitCondition(t, ns, "upgrade", jmxv1alpha1.ConditionReady, metav1.ConditionTrue, jmxv1alpha1.ReasonAllInjected, 3*time.Minute)
 
-	helmRelease(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, chartDir), "-values", values, "upgrade")
+	helm(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, chartDir), "-values", values, "upgrade")
 	dep := waitDeploymentReady(t, ns, full)
 	if got := dep.Labels["helm.sh/chart"]; got != "" && !strings.HasSuffix(got, "-0.2.0") {
 		t.Errorf("after the upgrade the Deployment is of chart %s", got)

@@ -410,4 +410,3 @@ func kindName(objs []*unstructured.Unstructured, i int) string {
 	}
 	return objs[i].GetKind() + "/" + objs[i].GetName()
 }
-

@@ -45,7 +45,7 @@ func TestUninstallLeavesOnlyTheCRD(t *testing.T) {
 		subtest{"Helm", func(t *testing.T) {
 			ns := newNamespace(t, "e2e-uninstall-helm", nil)
 			release := "u" + ns[strings.LastIndex(ns, "-")+1:]
-			helmRelease(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, chartDir), "-values", valuesFile(t, chartValues), "install")
+			helm(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, chartDir), "-values", valuesFile(t, chartValues), "install")
 			t.Cleanup(func() {
 				if t.Failed() {
 					dumpOperatorLogs(t, ns)
@@ -53,7 +53,7 @@ func TestUninstallLeavesOnlyTheCRD(t *testing.T) {
 			})
 			waitDeploymentReady(t, ns, release+"-"+operatorName)
 			use(t, ns)
-			helmRelease(t, "-namespace", ns, "-name", release, "uninstall")
+			helm(t, "-namespace", ns, "-name", release, "uninstall")
 			nothingLeft(t, ns, release+"-")
 		}},
 	)
