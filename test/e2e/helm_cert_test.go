@@ -84,12 +84,7 @@ func TestHelmUserCertificateIsServedAndTrusted(t *testing.T) {
 	values := chartValues + "webhook:\n  certificate:\n    secretName: admin-webhook-tls\n    caBundle: |\n      " +
 		strings.ReplaceAll(strings.TrimSpace(string(caPEM)), "\n", "\n      ") + "\n"
 	helm(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, chartDir), "-values", valuesFile(t, values), "install")
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpOperatorLogs(t, ns)
-		}
-		helm(t, "-namespace", ns, "-name", release, "uninstall")
-	})
+	cleanUpRelease(t, ns, release)
 	waitDeploymentReady(t, ns, full)
 
 	labels := map[string]string{"app": "usercert"}
@@ -103,4 +98,5 @@ func TestHelmUserCertificateIsServedAndTrusted(t *testing.T) {
 	if _, err := kube.CoreV1().Secrets(ns).Get(ctx, full+"-webhook-tls", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Secret %s-webhook-tls: %v, want none (the operator uses the admin's)", full, err)
 	}
+	helm(t, "-namespace", ns, "-name", release, "uninstall")
 }

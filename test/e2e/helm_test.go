@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,4 +62,23 @@ func waitDeploymentReady(t *testing.T, ns, name string) *appsv1.Deployment {
 			fmt.Sprintf("updated %d, ready %d, replicas %d", d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.Replicas)
 	})
 	return dep
+}
+
+// cleanUpRelease removes, at the end of the test, the cluster-scoped objects
+// of release (its ClusterRoles, ClusterRoleBindings and webhook
+// configuration, by the chart's label app.kubernetes.io/instance), as a
+// best effort for a test that failed before its helm uninstall: the
+// namespace's objects go with the namespace, and runHelm cannot run in a
+// cleanup, whose test context has ended.
+func cleanUpRelease(t *testing.T, ns, release string) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpOperatorLogs(t, ns)
+		}
+		ctx := context.Background()
+		sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release}
+		_ = kube.RbacV1().ClusterRoleBindings().DeleteCollection(ctx, metav1.DeleteOptions{}, sel)
+		_ = kube.RbacV1().ClusterRoles().DeleteCollection(ctx, metav1.DeleteOptions{}, sel)
+		_ = kube.AdmissionregistrationV1().MutatingWebhookConfigurations().DeleteCollection(ctx, metav1.DeleteOptions{}, sel)
+	})
 }

@@ -39,12 +39,7 @@ func TestHelmUpgradeFromThePreviousChartKeepsExportersWorking(t *testing.T) {
 	tag := testimages.AgentRef[strings.LastIndex(testimages.AgentRef, ":")+1:]
 	values := valuesFile(t, chartValues+"image: {tag: "+tag+"}\n")
 	helm(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, previousChart), "-values", values, "install")
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpOperatorLogs(t, ns)
-		}
-		helm(t, "-namespace", ns, "-name", release, "uninstall")
-	})
+	cleanUpRelease(t, ns, release)
 	waitDeploymentReady(t, ns, full)
 
 	labels := map[string]string{"app": "upgrade"}
@@ -82,6 +77,7 @@ func TestHelmUpgradeFromThePreviousChartKeepsExportersWorking(t *testing.T) {
 	waitRunning(t, ns, "jvm-after")
 	after := endpointOf(t, ns, "upgrade", "jvm-after")
 	waitScrape(t, after.PodIP, after.Port, heapMetric)
+	helm(t, "-namespace", ns, "-name", release, "uninstall")
 }
 
 // grantNamespaceRead binds the ServiceAccount sa of ns to a ClusterRole that

@@ -46,11 +46,7 @@ func TestUninstallLeavesOnlyTheCRD(t *testing.T) {
 			ns := newNamespace(t, "e2e-uninstall-helm", nil)
 			release := "u" + ns[strings.LastIndex(ns, "-")+1:]
 			helm(t, "-namespace", ns, "-name", release, "-chart", filepath.Join(repoRoot, chartDir), "-values", valuesFile(t, chartValues), "install")
-			t.Cleanup(func() {
-				if t.Failed() {
-					dumpOperatorLogs(t, ns)
-				}
-			})
+			cleanUpRelease(t, ns, release)
 			waitDeploymentReady(t, ns, release+"-"+operatorName)
 			use(t, ns)
 			helm(t, "-namespace", ns, "-name", release, "uninstall")
