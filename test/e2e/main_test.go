@@ -124,6 +124,7 @@ func run(m *testing.M) int {
 		buildMonitoringTools(ctx)
 	}()
 	defer removeMonitoringTools()
+	defer removeHelmRelease()
 	defer prep.Wait()
 	defer cancel()
 	env, err = testenv.Start(ctx, envOptions()...)

@@ -211,7 +211,9 @@ func installReleaseChart(t *testing.T, art release.Artefacts, pushed release.Pus
 	uninstalled := false
 	t.Cleanup(func() {
 		if !uninstalled {
-			_, _ = runHelm(t, "-namespace", ns, "-name", name, "uninstall")
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			_, _ = runHelmIn(t, ctx, "-namespace", ns, "-name", name, "uninstall")
 		}
 	})
 	if out, err := runHelm(t, "-namespace", ns, "-name", name, "-chart", "oci://"+chartRef, "-version", art.Version,
@@ -355,8 +357,15 @@ func each[T any, P interface {
 }
 
 // runHelm runs test/helm's helm-release (Helm's own install, upgrade and
-// uninstall actions) against the test cluster.
+// uninstall actions) against the test cluster, within the test's context.
 func runHelm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return runHelmIn(t, t.Context(), args...)
+}
+
+// runHelmIn is runHelm within ctx: a cleanup, which runs once the test's
+// context has ended, passes its own.
+func runHelmIn(t *testing.T, ctx context.Context, args ...string) (string, error) {
 	t.Helper()
 	helmRelease.once.Do(func() {
 		dir, err := os.MkdirTemp("", "handlerkit-e2e-helm-")
@@ -380,13 +389,20 @@ func runHelm(t *testing.T, args ...string) (string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(t.Context(), helmRelease.bin, append([]string{"-kubeconfig", kubeconfig, "-timeout", "3m"}, args...)...)
+	cmd := exec.CommandContext(ctx, helmRelease.bin, append([]string{"-kubeconfig", kubeconfig, "-timeout", "3m"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return stdout.String() + stderr.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
+}
+
+// removeHelmRelease deletes the built helm-release (TestMain, at the end).
+func removeHelmRelease() {
+	if helmRelease.dir != "" {
+		_ = os.RemoveAll(helmRelease.dir)
+	}
 }
 
 // helmRelease is test/helm's helm-release, built once per test binary.
