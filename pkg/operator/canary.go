@@ -57,9 +57,12 @@ func (r *Reconciler) gate(exporter string, p *plan) {
 		p.retryIn = minPositive(p.retryIn, r.opts.BreakerWindow)
 		return
 	}
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	if c, ok := r.canary[exporter]; ok {
+	r.memory.mu.Lock()
+	defer r.memory.mu.Unlock()
+	m := r.memory.of(exporter)
+	defer r.memory.tidy(exporter)
+	if m.canary != nil {
+		c := *m.canary
 		switch {
 		case p.canaryRunning || r.pool.Busy(c.uid):
 			p.held = "the change is being tried on one container first"
@@ -80,7 +83,7 @@ func (r *Reconciler) gate(exporter string, p *plan) {
 			p.retryIn = minPositive(p.retryIn, max(time.Until(c.heldUntil), time.Second))
 			return
 		}
-		delete(r.canary, exporter)
+		m.canary = nil
 	}
 	sort.Slice(p.jobs, func(i, j int) bool { return p.jobs[i].pod.Name < p.jobs[j].pod.Name })
 	first := p.jobs[0]
@@ -103,18 +106,16 @@ type canaryJob struct {
 }
 
 func (r *Reconciler) setCanary(exporter string, c canaryJob) {
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	r.canary[exporter] = c
+	r.memory.with(exporter, func(m *exporterMemory) { m.canary = &c })
 }
 
 // clearCanary forgets exporter's canary when it is the job of pod uid.
 func (r *Reconciler) clearCanary(exporter, uid string) {
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	if r.canary[exporter].uid == uid {
-		delete(r.canary, exporter)
-	}
+	r.memory.with(exporter, func(m *exporterMemory) {
+		if m.canary != nil && m.canary.uid == uid {
+			m.canary = nil
+		}
+	})
 }
 
 // attachTrying says whether exporter's attach canary still tries the
@@ -125,38 +126,39 @@ func (r *Reconciler) attachTrying(exporter string, p *plan) bool {
 	if p.canaryRunning || len(p.trying) > 0 || !p.landedAt.IsZero() {
 		return true
 	}
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	c, ok := r.canary[exporter]
-	return ok && (r.pool.Busy(c.uid) || c.unconfirmed && time.Now().Before(c.heldUntil) && p.hasPod(c.uid))
+	trying := false
+	r.memory.with(exporter, func(m *exporterMemory) {
+		c := m.canary
+		trying = c != nil && (r.pool.Busy(c.uid) || c.unconfirmed && time.Now().Before(c.heldUntil) && p.hasPod(c.uid))
+	})
+	return trying
 }
 
 // canaryRunning says whether exporter's canary job is queued or running.
 func (r *Reconciler) canaryRunning(exporter string) bool {
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	c, ok := r.canary[exporter]
-	return ok && r.pool.Busy(c.uid)
+	running := false
+	r.memory.with(exporter, func(m *exporterMemory) { running = m.canary != nil && r.pool.Busy(m.canary.uid) })
+	return running
 }
 
 // canaryEnded records how j, a canary, ended: confirmed when the pod cache
 // shows every record it wrote (or it had nothing left to do), so that the
 // next plan sees its outcome.
 func (r *Reconciler) canaryEnded(j *job, confirmed bool) {
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	c, ok := r.canary[j.exporter]
-	if !ok || c.uid != string(j.pod.UID) {
-		return
-	}
-	if confirmed {
-		c.unconfirmed, c.heldUntil = false, time.Time{}
-	} else {
-		// Long enough for the pod's first backoffs and the cache to catch
-		// up; a pod that cannot be tried again within it gives way.
-		c.unconfirmed, c.heldUntil = true, time.Now().Add(max(r.opts.BreakerWindow, canaryHold))
-	}
-	r.canary[j.exporter] = c
+	r.memory.with(j.exporter, func(m *exporterMemory) {
+		c := m.canary
+		if c == nil || c.uid != string(j.pod.UID) {
+			return
+		}
+		if confirmed {
+			c.unconfirmed, c.heldUntil = false, time.Time{}
+		} else {
+			// Long enough for the pod's first backoffs and the cache to
+			// catch up; a pod that cannot be tried again within it gives
+			// way.
+			c.unconfirmed, c.heldUntil = true, time.Now().Add(max(r.opts.BreakerWindow, canaryHold))
+		}
+	})
 }
 
 // canaryHold is the shortest time a canary whose outcome is unknown holds

@@ -39,7 +39,7 @@ func StatusWaits(r *Reconciler, exporter string) bool {
 // all selected and none another exporter's: the counts, the bounded samples
 // and the conditions. Nothing is injected and nothing is written.
 func StatusOf(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, pods []*corev1.Pod) *jmxv1alpha1.PrometheusJmxExporterStatus {
-	r := &Reconciler{opts: Options{}.withDefaults(), pool: inject.NewPool(1), retries: newRetries(), canary: map[string]canaryJob{},
+	r := &Reconciler{opts: Options{}.withDefaults(), pool: inject.NewPool(1), retries: newRetries(),
 		agentLines: newAgentLineReads()}
 	p := &plan{spec: r.defaulted(ex.Spec), conflicts: map[string][]string{}, pods: map[string]podState{}, podsRead: true}
 	p.config, p.configValid = r.loadConfig(ctx, ex, p.spec)

@@ -227,9 +227,6 @@ func newReconciler(op *sdk.Operator, o Options) *Reconciler {
 		metrics:    newMetrics(op.Registerer()),
 		conditions: newConditionMetric(op.Registerer()),
 		retries:    newRetries(),
-		canary:     map[string]canaryJob{},
-		refused:    map[string]refusal{},
-		evictions:  map[string]*evictions{},
 		agentLines: newAgentLineReads(),
 	}
 	r.strategies = o.Strategies
