@@ -41,7 +41,8 @@ func StatusWaits(r *Reconciler, exporter string) bool {
 func StatusOf(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, pods []*corev1.Pod) *jmxv1alpha1.PrometheusJmxExporterStatus {
 	r := &Reconciler{opts: Options{}.withDefaults(), pool: inject.NewPool(1), retries: newRetries(),
 		agentLines: newAgentLineReads()}
-	p := &plan{spec: r.defaulted(ex.Spec), conflicts: map[string][]string{}, pods: map[string]podState{}, podsRead: true}
+	p := &plan{spec: r.defaulted(ex.Spec), conflicts: map[string][]string{}, pods: map[string]podState{}, podsRead: true,
+		obs: observed{now: time.Now(), busy: r.pool.Busy}}
 	p.config, p.configValid = r.loadConfig(ctx, ex, p.spec)
 	p.generation = ex.Generation
 	p.configSHA, p.configHash = configHashes(p.config)
