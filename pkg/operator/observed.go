@@ -46,6 +46,17 @@ func (r *Reconciler) canaryNow(exporter string) (*canaryJob, bool) {
 	return c, busy
 }
 
+// gateNow gates the plan's jobs (gate) with exporter's canary as it is
+// now, after the pods were read, and forgets a canary that gate found no
+// longer holding the change back.
+func (r *Reconciler) gateNow(exporter string, p *plan) {
+	p.obs.canary, p.obs.canaryBusy = r.canaryNow(exporter)
+	r.gate(p)
+	if p.dropCanary != nil {
+		r.dropCanary(exporter, *p.dropCanary)
+	}
+}
+
 // dropCanary forgets exporter's canary when it is still c (gate decided
 // from c that it no longer holds the change back).
 func (r *Reconciler) dropCanary(exporter string, c canaryJob) {

@@ -209,12 +209,7 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	if !p.mayAttach() {
 		p.jobs = nil
 	} else {
-		// The canary as it is now, after the pods were read (see gate).
-		p.obs.canary, p.obs.canaryBusy = r.canaryNow(ex.Namespace + "/" + ex.Name)
-		r.gate(p)
-		if p.dropCanary != nil {
-			r.dropCanary(ex.Namespace+"/"+ex.Name, *p.dropCanary)
-		}
+		r.gateNow(ex.Namespace+"/"+ex.Name, p)
 	}
 	ownPods(p.jobs)
 	ownPods(p.recordJobs)
