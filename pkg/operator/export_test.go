@@ -28,10 +28,9 @@ func SetStatusDelay(r *Reconciler, d time.Duration) {
 // StatusWaits says whether a change of the exporter's (namespace/name)
 // status waits to be written.
 func StatusWaits(r *Reconciler, exporter string) bool {
-	r.pacer.mu.Lock()
-	defer r.pacer.mu.Unlock()
-	_, ok := r.pacer.since[exporter]
-	return ok || r.pacer.startsWait[exporter]
+	waits := false
+	r.pacer.paces().with(exporter, func(m *exporterMemory) { waits = !m.pace.since.IsZero() || m.pace.startsWait })
+	return waits
 }
 
 // StatusOf is the status an operator with the default options computes

@@ -10,12 +10,10 @@ import "sync"
 // (namespace/name) between its looks. Its fields are guarded by
 // exporterMemories.mu.
 //
-// What stays outside, and why: the status pacer's entries (statusPacer,
-// status.go) are a self-contained value with its own lock, its delay set by
-// tests, read and written by writeStatus alone; the metrics and condition
-// series are Prometheus series in a registry, which forgetting must
-// unregister (metrics.forgetExporter, conditionMetric.forget), not a map to
-// drop. forgetExporter clears those three next to the entry.
+// What stays outside, and why: the metrics and condition series are
+// Prometheus series in a registry, which forgetting must unregister
+// (metrics.forgetExporter, conditionMetric.forget), not a map to drop;
+// forgetExporter unregisters them next to deleting the entry.
 type exporterMemory struct {
 	// canary is the exporter's job that tries a change first (canary.go,
 	// gate), nil when none.
@@ -28,11 +26,14 @@ type exporterMemory struct {
 	// pointer is guarded by exporterMemories.mu, its contents by its own
 	// lock (evictions.mu).
 	evictions *evictions
+	// pace is the status pacer's memory of the exporter (statusPacer,
+	// status.go).
+	pace pace
 }
 
 // empty says whether m remembers nothing.
 func (m *exporterMemory) empty() bool {
-	return m.canary == nil && m.refused == nil && m.evictions == nil
+	return m.canary == nil && m.refused == nil && m.evictions == nil && m.pace == pace{}
 }
 
 // exporterMemories is the exporters' memory. Its zero value is ready to use.

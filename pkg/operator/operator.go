@@ -229,6 +229,7 @@ func newReconciler(op *sdk.Operator, o Options) *Reconciler {
 		retries:    newRetries(),
 		agentLines: newAgentLineReads(),
 	}
+	r.pacer.memory = &r.memory // the exporters' pace is in their exporterMemory
 	r.strategies = o.Strategies
 	if r.strategies == nil {
 		r.strategies = map[jmxv1alpha1.InjectionStrategy]inject.Strategy{

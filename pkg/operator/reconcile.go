@@ -47,7 +47,8 @@ type Reconciler struct {
 	// harmed is replaceHarmed's memory per pod (evictMu guards it,
 	// atstartbreaker.go).
 	harmed map[types.UID]*harmedTry
-	// pacer decides when a changed status is written (status.go).
+	// pacer decides when a changed status is written (status.go); it
+	// keeps the exporters' pace in memory.
 	pacer statusPacer
 	// selectors keeps the exporters' parsed selectors (selectors.go).
 	selectors exporterSelectors
