@@ -198,7 +198,7 @@ func (r *Reconciler) planAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan,
 	p.pods[pod.Name] = pp.state
 	p.atStartPods++
 	p.atStartDeliveries.add(pod, at, r.opts.AtStartDelivery)
-	if len(pp.job.tasks) > 0 && !r.pool.Busy(string(pod.UID)) {
+	if len(pp.job.tasks) > 0 && !p.obs.busy(string(pod.UID)) {
 		p.recordJobs = append(p.recordJobs, pp.job)
 	}
 }

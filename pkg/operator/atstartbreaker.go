@@ -65,7 +65,7 @@ func (r *Reconciler) observeAtStart(p *plan, pod *corev1.Pod) {
 		}
 	}
 	rec := readRecord(pod)
-	now := time.Now()
+	now := p.obs.now
 	for _, cs := range pod.Status.ContainerStatuses {
 		if !slices.Contains(at.Containers, cs.Name) {
 			continue
@@ -94,7 +94,7 @@ func (r *Reconciler) observeAtStart(p *plan, pod *corev1.Pod) {
 			// Nothing else may wake the exporter when the window has passed
 			// (no job runs for a pod given the agent at start), and the
 			// pods created meanwhile wait for the proof.
-			p.retryIn = minPositive(p.retryIn, max(time.Until(landed.Add(window)), 0)+time.Second)
+			p.retryIn = minPositive(p.retryIn, max(landed.Add(window).Sub(now), 0)+time.Second)
 		}
 	}
 }
@@ -170,7 +170,7 @@ func oneLine(s string) string {
 // holds the claim (claimForAttach).
 func (r *Reconciler) claimedAtStart(ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
 	c := ex.Status.AtStartCanary
-	holds := !p.proven && claimHolds(c, &p.verdict, r.atStartClaimFor(), time.Now())
+	holds := !p.proven && claimHolds(c, &p.verdict, r.atStartClaimFor(), p.obs.now)
 	p.atStartClaimed = holds && c.AttachedPod == ""
 	if holds && c.AttachedPod != "" {
 		p.attachClaim = c

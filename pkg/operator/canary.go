@@ -14,16 +14,22 @@ import (
 // most one job (of one container) runs, and none while a load under them is
 // younger than the window. A config that kills a JVM, or that the agent
 // refuses, so reaches one container, not every one.
-func (r *Reconciler) gate(exporter string, p *plan) {
+//
+// gate is a function of the plan and what the look gathered (p.obs: the
+// clock, the pool, the canary as read after the pods); a canary it finds no
+// longer holding the change back is left in p.dropCanary for plan to
+// forget.
+func (r *Reconciler) gate(p *plan) {
 	if p.proven {
 		return
 	}
-	p.attachTrying = r.attachTrying(exporter, p)
+	now := p.obs.now
+	p.attachTrying = attachTrying(p)
 	if !p.landedAt.IsZero() {
 		// The look that finds the load run for the window writes
 		// status.proven (and drops the attach claim): it must come even
 		// when nothing else is left to do.
-		p.retryIn = minPositive(p.retryIn, max(time.Until(p.landedAt.Add(r.opts.BreakerWindow))+time.Second, time.Second))
+		p.retryIn = minPositive(p.retryIn, max(p.landedAt.Add(r.opts.BreakerWindow).Sub(now)+time.Second, time.Second))
 	}
 	if len(p.jobs) == 0 {
 		return
@@ -37,7 +43,7 @@ func (r *Reconciler) gate(exporter string, p *plan) {
 		return
 	}
 	if !p.landedAt.IsZero() {
-		wait := time.Until(p.landedAt.Add(r.opts.BreakerWindow)) + time.Second
+		wait := p.landedAt.Add(r.opts.BreakerWindow).Sub(now) + time.Second
 		p.held = fmt.Sprintf("the change is being tried on one container until %s", p.landedAt.Add(r.opts.BreakerWindow).UTC().Format(time.RFC3339))
 		p.retryIn = minPositive(p.retryIn, max(wait, time.Second))
 		p.jobs = nil
@@ -57,15 +63,13 @@ func (r *Reconciler) gate(exporter string, p *plan) {
 		p.retryIn = minPositive(p.retryIn, r.opts.BreakerWindow)
 		return
 	}
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	if c, ok := r.canary[exporter]; ok {
+	if c := p.obs.canary; c != nil {
 		switch {
-		case p.canaryRunning || r.pool.Busy(c.uid):
+		case p.canaryRunning || p.obs.canaryBusy:
 			p.held = "the change is being tried on one container first"
 			p.jobs = nil
 			return // the job wakes the exporter when it ends
-		case c.unconfirmed && time.Now().Before(c.heldUntil) && p.hasPod(c.uid):
+		case c.unconfirmed && now.Before(c.heldUntil) && p.hasPod(c.uid):
 			// The canary's outcome is not known: only its pod is tried,
 			// when its backoff allows.
 			p.held = "the change is being tried on one container first"
@@ -77,10 +81,10 @@ func (r *Reconciler) gate(exporter string, p *plan) {
 				}
 			}
 			p.jobs = keep
-			p.retryIn = minPositive(p.retryIn, max(time.Until(c.heldUntil), time.Second))
+			p.retryIn = minPositive(p.retryIn, max(c.heldUntil.Sub(now), time.Second))
 			return
 		}
-		delete(r.canary, exporter)
+		p.dropCanary = c
 	}
 	sort.Slice(p.jobs, func(i, j int) bool { return p.jobs[i].pod.Name < p.jobs[j].pod.Name })
 	first := p.jobs[0]
@@ -103,60 +107,50 @@ type canaryJob struct {
 }
 
 func (r *Reconciler) setCanary(exporter string, c canaryJob) {
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	r.canary[exporter] = c
+	r.memory.with(exporter, func(m *exporterMemory) { m.canary = &c })
 }
 
 // clearCanary forgets exporter's canary when it is the job of pod uid.
 func (r *Reconciler) clearCanary(exporter, uid string) {
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	if r.canary[exporter].uid == uid {
-		delete(r.canary, exporter)
-	}
+	r.memory.with(exporter, func(m *exporterMemory) {
+		if m.canary != nil && m.canary.uid == uid {
+			m.canary = nil
+		}
+	})
 }
 
 // attachTrying says whether exporter's attach canary still tries the
 // change: its job queued or running, a pod's failed attempt retried, an
 // outcome the cache has not shown yet, or a load not yet run for the
 // breaker window.
-func (r *Reconciler) attachTrying(exporter string, p *plan) bool {
+//
+// It reads the canary and the clock the look gathered (p.obs).
+func attachTrying(p *plan) bool {
 	if p.canaryRunning || len(p.trying) > 0 || !p.landedAt.IsZero() {
 		return true
 	}
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	c, ok := r.canary[exporter]
-	return ok && (r.pool.Busy(c.uid) || c.unconfirmed && time.Now().Before(c.heldUntil) && p.hasPod(c.uid))
-}
-
-// canaryRunning says whether exporter's canary job is queued or running.
-func (r *Reconciler) canaryRunning(exporter string) bool {
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	c, ok := r.canary[exporter]
-	return ok && r.pool.Busy(c.uid)
+	c := p.obs.canary
+	return c != nil && (p.obs.canaryBusy || c.unconfirmed && p.obs.now.Before(c.heldUntil) && p.hasPod(c.uid))
 }
 
 // canaryEnded records how j, a canary, ended: confirmed when the pod cache
 // shows every record it wrote (or it had nothing left to do), so that the
 // next plan sees its outcome.
 func (r *Reconciler) canaryEnded(j *job, confirmed bool) {
-	r.canaryMu.Lock()
-	defer r.canaryMu.Unlock()
-	c, ok := r.canary[j.exporter]
-	if !ok || c.uid != string(j.pod.UID) {
-		return
-	}
-	if confirmed {
-		c.unconfirmed, c.heldUntil = false, time.Time{}
-	} else {
-		// Long enough for the pod's first backoffs and the cache to catch
-		// up; a pod that cannot be tried again within it gives way.
-		c.unconfirmed, c.heldUntil = true, time.Now().Add(max(r.opts.BreakerWindow, canaryHold))
-	}
-	r.canary[j.exporter] = c
+	r.memory.with(j.exporter, func(m *exporterMemory) {
+		c := m.canary
+		if c == nil || c.uid != string(j.pod.UID) {
+			return
+		}
+		if confirmed {
+			c.unconfirmed, c.heldUntil = false, time.Time{}
+		} else {
+			// Long enough for the pod's first backoffs and the cache to
+			// catch up; a pod that cannot be tried again within it gives
+			// way.
+			c.unconfirmed, c.heldUntil = true, time.Now().Add(max(r.opts.BreakerWindow, canaryHold))
+		}
+	})
 }
 
 // canaryHold is the shortest time a canary whose outcome is unknown holds

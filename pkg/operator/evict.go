@@ -120,21 +120,19 @@ func (e *evictions) size() int {
 
 // evictionsOf returns exporter's memory, created when missing.
 func (r *Reconciler) evictionsOf(exporter string) *evictions {
-	r.evictionsMu.Lock()
-	defer r.evictionsMu.Unlock()
-	e, ok := r.evictions[exporter]
-	if !ok {
-		e = &evictions{skipped: map[types.UID]bool{}, refusals: map[types.UID]string{}}
-		r.evictions[exporter] = e
-	}
+	var e *evictions
+	r.memory.with(exporter, func(m *exporterMemory) {
+		if m.evictions == nil {
+			m.evictions = &evictions{skipped: map[types.UID]bool{}, refusals: map[types.UID]string{}}
+		}
+		e = m.evictions
+	})
 	return e
 }
 
 // forgetEvictions drops exporter's memory (deleted, or restartOnRefusal off).
 func (r *Reconciler) forgetEvictions(exporter string) {
-	r.evictionsMu.Lock()
-	defer r.evictionsMu.Unlock()
-	delete(r.evictions, exporter)
+	r.memory.with(exporter, func(m *exporterMemory) { m.evictions = nil })
 }
 
 // holdsPod says whether restartOnRefusal's memory of any exporter holds
@@ -142,24 +140,19 @@ func (r *Reconciler) forgetEvictions(exporter string) {
 // after an hour: its lock is held around an eviction, which the pod watch
 // must not wait for.)
 func (r *Reconciler) holdsPod(uid types.UID) bool {
-	r.evictionsMu.Lock()
-	defer r.evictionsMu.Unlock()
-	for _, e := range r.evictions {
-		if e.holds(uid) {
-			return true
-		}
-	}
-	return false
+	held := false
+	r.memory.each(func(m *exporterMemory) { held = held || m.evictions != nil && m.evictions.holds(uid) })
+	return held
 }
 
 // forgetPodEvictions drops the pod with uid, which is gone, from
 // restartOnRefusal's memory of every exporter.
 func (r *Reconciler) forgetPodEvictions(uid types.UID) {
-	r.evictionsMu.Lock()
-	defer r.evictionsMu.Unlock()
-	for _, e := range r.evictions {
-		e.forget(uid)
-	}
+	r.memory.each(func(m *exporterMemory) {
+		if m.evictions != nil {
+			m.evictions.forget(uid)
+		}
+	})
 }
 
 // seen are the UIDs of the pods the plan read that its selector matches,

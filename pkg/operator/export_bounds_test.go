@@ -4,10 +4,10 @@ package operator
 // kind (container starts, evictions), and the entries of restartOnRefusal's
 // memory (refusals, pods without a controller reported).
 func PodMemory(r *Reconciler) (retried, evictions int) {
-	r.evictionsMu.Lock()
-	defer r.evictionsMu.Unlock()
-	for _, e := range r.evictions {
-		evictions += e.size()
-	}
+	r.memory.each(func(m *exporterMemory) {
+		if m.evictions != nil {
+			evictions += m.evictions.size()
+		}
+	})
 	return r.retries.pods(), evictions
 }

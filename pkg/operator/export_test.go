@@ -28,10 +28,9 @@ func SetStatusDelay(r *Reconciler, d time.Duration) {
 // StatusWaits says whether a change of the exporter's (namespace/name)
 // status waits to be written.
 func StatusWaits(r *Reconciler, exporter string) bool {
-	r.pacer.mu.Lock()
-	defer r.pacer.mu.Unlock()
-	_, ok := r.pacer.since[exporter]
-	return ok || r.pacer.startsWait[exporter]
+	waits := false
+	r.pacer.paces().with(exporter, func(m *exporterMemory) { waits = !m.pace.since.IsZero() || m.pace.startsWait })
+	return waits
 }
 
 // StatusOf is the status an operator with the default options computes
@@ -39,9 +38,10 @@ func StatusWaits(r *Reconciler, exporter string) bool {
 // all selected and none another exporter's: the counts, the bounded samples
 // and the conditions. Nothing is injected and nothing is written.
 func StatusOf(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, pods []*corev1.Pod) *jmxv1alpha1.PrometheusJmxExporterStatus {
-	r := &Reconciler{opts: Options{}.withDefaults(), pool: inject.NewPool(1), retries: newRetries(), canary: map[string]canaryJob{},
+	r := &Reconciler{opts: Options{}.withDefaults(), pool: inject.NewPool(1), retries: newRetries(),
 		agentLines: newAgentLineReads()}
-	p := &plan{spec: r.defaulted(ex.Spec), conflicts: map[string][]string{}, pods: map[string]podState{}, podsRead: true}
+	p := &plan{spec: r.defaulted(ex.Spec), conflicts: map[string][]string{}, pods: map[string]podState{}, podsRead: true,
+		obs: observed{now: time.Now(), busy: r.pool.Busy}}
 	p.config, p.configValid = r.loadConfig(ctx, ex, p.spec)
 	p.generation = ex.Generation
 	p.configSHA, p.configHash = configHashes(p.config)

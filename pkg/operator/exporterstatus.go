@@ -37,10 +37,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, ex *jmxv1alpha1.Prometheus
 	// reduced one is.
 	key := ex.Namespace + "/" + ex.Name
 	fp := statusFingerprint(st)
-	r.refusedMu.Lock()
-	known, refusedBefore := r.refused[key]
-	r.refusedMu.Unlock()
-	if refusedBefore && known.fingerprint == fp {
+	var known *refusal
+	r.memory.with(key, func(m *exporterMemory) { known = m.refused })
+	if known != nil && known.fingerprint == fp {
 		st = reducedStatus(st, known.message)
 		keepTransitionTimes(st, old)
 	}
@@ -107,9 +106,7 @@ func (r *Reconciler) writeReduced(ctx context.Context, ex *jmxv1alpha1.Prometheu
 	err error) (bool, error) {
 	rec := sdk.EventRecorderFrom(ctx)
 	msg := truncateMsg(err.Error(), 2000)
-	r.refusedMu.Lock()
-	r.refused[key] = refusal{fingerprint: fp, message: msg}
-	r.refusedMu.Unlock()
+	r.memory.with(key, func(m *exporterMemory) { m.refused = &refusal{fingerprint: fp, message: msg} })
 	reduced := reducedStatus(st, msg)
 	keepTransitionTimes(reduced, old)
 	c := findCondition(reduced.Conditions, jmxv1alpha1.ConditionDegraded)

@@ -304,7 +304,7 @@ func (r *Reconciler) inject(ctx context.Context, j *job, t task, inUse map[strin
 	if !ok {
 		return // shutting down or leadership lost: the next leader picks it up
 	}
-	rec := classify(out, err)
+	rec := classify(taskLoad, out, err)
 	if t.lateLook && r.lateLookDone(ctx, j, t, out, err, rec, took) {
 		return
 	}
@@ -542,16 +542,20 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 	if !ok {
 		return
 	}
-	rejected, notes, err := classifyReload(out, err, j.configHash)
-	if err != nil && rejected == nil {
+	rec := classify(taskReload, out, err)
+	var rejected *Rejection
+	switch rec.class {
+	case resultFailure:
+		rejected = &Rejection{ConfigHash: j.configHash, Reason: rec.reason, Message: truncateMsg(rec.message, 2048)}
+	case resultRetry:
 		// Bounded as loads are (tooManyAttempts), counted in the pod's
 		// record: past the bound the config is not offered again until it
 		// changes or the container restarts.
 		attempts, previous := t.previous.reloadAttempts(j.configHash)
 		attempts++
-		f := tooManyAttempts(err, attempts, r.opts.MaxAttempts, err.Error(), previous)
+		f := tooManyAttempts(rec.err, attempts, r.opts.MaxAttempts, rec.err.Error(), previous)
 		if f == nil {
-			r.reloadFailed(ctx, j, t, target, attempts, err, took)
+			r.reloadFailed(ctx, j, t, target, attempts, rec.err, took)
 			return
 		}
 		rejected = &Rejection{ConfigHash: j.configHash, Reason: f.Reason, Message: f.Message}
@@ -562,7 +566,7 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 		if rejected != nil {
 			c.Rejected = rejected
 		} else {
-			c.ConfigHash, c.Generation, c.ConfiguredAt, c.Note, c.Rejected = j.configHash, j.generation, &now, strings.Join(notes, "; "), nil
+			c.ConfigHash, c.Generation, c.ConfiguredAt, c.Note, c.Rejected = j.configHash, j.generation, &now, rec.note, nil
 		}
 		c.Reloads = nil
 	}); err != nil {
@@ -579,8 +583,8 @@ func (r *Reconciler) reconfigure(ctx context.Context, j *job, t task) {
 	}
 	r.metrics.observe(j.strategy.Name()+"/reconfigure", resultSuccess, "", took)
 	msg := fmt.Sprintf("gave %s the new exporter config; its agents reloaded it", target)
-	if len(notes) > 0 {
-		msg += "; note: " + strings.Join(notes, "; ")
+	if rec.note != "" {
+		msg += "; note: " + rec.note
 	}
 	r.event(j.pod, exporterRef, corev1.EventTypeNormal, jmxv1alpha1.ReasonReconfigured, msg)
 }

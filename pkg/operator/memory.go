@@ -35,20 +35,14 @@ func (r *Reconciler) pruneIfGone(ctx context.Context, pod *corev1.Pod) {
 }
 
 // forgetExporter drops everything the Reconciler keeps in memory of the
-// exporter namespace/name: its metrics and condition series, its canary
-// job, the status the API server refused, restartOnRefusal's memory, and
-// the status pacer's entry. The exporter's deletion and its finalization
-// both call it.
+// exporter namespace/name: its entry of per-exporter memory (its canary
+// job, the status the API server refused, restartOnRefusal's memory, the
+// status pacer's pace; exportermemory.go), and what lives outside it (see
+// exporterMemory): its metrics and condition series, which are
+// unregistered. The exporter's deletion and its finalization both call it.
 func (r *Reconciler) forgetExporter(namespace, name string) {
 	key := namespace + "/" + name
+	r.memory.forget(key)
 	r.metrics.forgetExporter(namespace, name)
 	r.conditions.forget(namespace, name)
-	r.canaryMu.Lock()
-	delete(r.canary, key)
-	r.canaryMu.Unlock()
-	r.refusedMu.Lock()
-	delete(r.refused, key)
-	r.refusedMu.Unlock()
-	r.forgetEvictions(key)
-	r.pacer.forget(key)
 }

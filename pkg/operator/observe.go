@@ -28,7 +28,7 @@ func (r *Reconciler) observe(p *plan, pod *corev1.Pod) {
 	}
 	r.observeAtStart(p, pod)
 	rec := readRecord(pod)
-	now := time.Now()
+	now := p.obs.now
 	window := r.opts.BreakerWindow
 	for _, cs := range pod.Status.ContainerStatuses {
 		c, ok := rec.Containers[cs.Name]
@@ -141,7 +141,7 @@ func touchedAt(c ContainerRecord) (*metav1.Time, string) {
 func (p *plan) noteRejected(pod, container, msg string) {
 	if p.rejectedConfig == nil {
 		p.rejectedConfig = &jmxv1alpha1.RejectedConfig{ConfigSHA256: p.configSHA, Pod: pod, Container: container,
-			Message: truncateMsg(msg, 4000), RejectedAt: metav1.Now()}
+			Message: truncateMsg(msg, 4000), RejectedAt: metav1.NewTime(p.obs.now)}
 	}
 }
 
@@ -202,7 +202,7 @@ func (r *Reconciler) judge(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExp
 		// port the application found taken).
 		b.Message += "; " + r.lastOutput(ctx, ex.Namespace, b.Pod, b.Container, out.previous)
 	}
-	b.Generation, b.ConfigSHA256, b.OpenedAt = p.generation, p.configSHA, metav1.Now()
+	b.Generation, b.ConfigSHA256, b.OpenedAt = p.generation, p.configSHA, metav1.NewTime(p.obs.now)
 	b.Message = truncateMsg(b.Message, 4000)
 	p.breaker, p.breakerOpen = &b, true
 }

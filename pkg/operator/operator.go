@@ -227,11 +227,9 @@ func newReconciler(op *sdk.Operator, o Options) *Reconciler {
 		metrics:    newMetrics(op.Registerer()),
 		conditions: newConditionMetric(op.Registerer()),
 		retries:    newRetries(),
-		canary:     map[string]canaryJob{},
-		refused:    map[string]refusal{},
-		evictions:  map[string]*evictions{},
 		agentLines: newAgentLineReads(),
 	}
+	r.pacer.memory = &r.memory // the exporters' pace is in their exporterMemory
 	r.strategies = o.Strategies
 	if r.strategies == nil {
 		r.strategies = map[jmxv1alpha1.InjectionStrategy]inject.Strategy{

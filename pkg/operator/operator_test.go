@@ -56,21 +56,21 @@ func TestClassify(t *testing.T) {
 		{"an injected JVM refused the new config", inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonConfigRejected)}}, nil, resultSuccess, "", 2},
 	}
 	for _, c := range cases {
-		got := classify(c.out, c.err)
+		got := classify(taskLoad, c.out, c.err)
 		if got.class != c.class || got.reason != c.reason || len(got.jvms) != c.jvms {
 			t.Errorf("%s: %+v, want %s %s with %d JVMs", c.name, got, c.class, c.reason, c.jvms)
 		}
 	}
-	got := classify(inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonConfigRejected)}}, nil)
+	got := classify(taskLoad, inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonConfigRejected)}}, nil)
 	if got.rejected == "" || !strings.Contains(got.rejected, "m") {
 		t.Errorf("a refused reconfiguration in an inject: rejected %q", got.rejected)
 	}
 	reconfigured := ok
 	reconfigured.Note = "reconfigured. the httpServer section changed"
-	if got := classify(inject.Outcome{Results: []jvm.InjectResult{reconfigured}}, nil); got.note != reconfigured.Note {
+	if got := classify(taskLoad, inject.Outcome{Results: []jvm.InjectResult{reconfigured}}, nil); got.note != reconfigured.Note {
 		t.Errorf("note %q, want the agent's", got.note)
 	}
-	got = classify(inject.Outcome{Results: []jvm.InjectResult{ok}}, nil)
+	got = classify(taskLoad, inject.Outcome{Results: []jvm.InjectResult{ok}}, nil)
 	if j := got.jvms[0]; j.PID != 1 || j.Port != 9404 || j.Main != "app.jar" || j.StartedAt == nil || !j.StartedAt.Time.Equal(ok.StartedAt) {
 		t.Errorf("JVM record %+v", j)
 	}
@@ -380,6 +380,54 @@ func TestARefusalOfAttachUnderBothIsAttachRefused(t *testing.T) {
 	} {
 		if got := refusedUnderBoth(c, true); got.reason != c.reason || got.failure != c.failure {
 			t.Errorf("%+v became %+v", c, got)
+		}
+	}
+}
+
+// TestClassifyReload pins how the one classifier reads a reload's outcome
+// (what classifyReload did before it): a refusal of the config or of the
+// request is the rejection to record, any other failure a transient error
+// with its first cause, a JVM that never got the agent is left alone, and
+// only the notes of agents that reloaded count.
+func TestClassifyReload(t *testing.T) {
+	ok := jvm.InjectResult{NSPID: 1, MainClass: "a", Status: jvm.OutcomeOK, Note: "reloaded"}
+	fail := func(r jvm.Reason) jvm.InjectResult {
+		return jvm.InjectResult{NSPID: 3, MainClass: "c", Status: jvm.OutcomeError, Reason: r, Message: "m", Note: "ignored"}
+	}
+	cases := []struct {
+		name                  string
+		out                   inject.Outcome
+		err                   error
+		class, reason, detail string
+	}{
+		{"a failed call", inject.Outcome{}, errors.New("timeout"), resultRetry, "", "timeout"},
+		{"no result", inject.Outcome{Detail: "d"}, nil, resultRetry, "", "no result: d"},
+		{"no JVM is no result", inject.Outcome{NoJVM: true}, nil, resultRetry, "", "no result: "},
+		{"the budget is spent", inject.Outcome{Refused: inject.ReasonBudgetExhausted, Detail: "spent"}, nil, resultFailure,
+			jmxv1alpha1.ReasonEphemeralContainerBudgetExhausted, "spent"},
+		{"refused wins over results", inject.Outcome{Refused: inject.ReasonPatchRefused, Detail: "no", Results: []jvm.InjectResult{ok}}, nil,
+			resultFailure, jmxv1alpha1.ReasonPatchRefused, "no"},
+		{"reloaded, and one never injected", inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonNotInjected)}}, nil, resultSuccess, "", ""},
+		{"a config rejected wins over a transient failure", inject.Outcome{Results: []jvm.InjectResult{fail(jvm.ReasonConnectFailed), fail(jvm.ReasonConfigRejected)}},
+			nil, resultFailure, jmxv1alpha1.ReasonConfigRejected, "JVM 3 (c): m"},
+		{"a permanent load failure is transient in a reload", inject.Outcome{Results: []jvm.InjectResult{ok, fail(jvm.ReasonPortInUse), fail(jvm.ReasonProcessGone)}},
+			nil, resultRetry, "", "JVM 3 (c): port-in-use: m"},
+	}
+	for _, c := range cases {
+		got := classify(taskReload, c.out, c.err)
+		detail := got.message
+		if got.class == resultRetry {
+			if got.err == nil {
+				t.Errorf("%s: a retry without its error", c.name)
+				continue
+			}
+			detail = got.err.Error()
+		}
+		if got.class != c.class || c.reason != "" && got.reason != c.reason || detail != c.detail {
+			t.Errorf("%s: %s %s %q, want %s %s %q", c.name, got.class, got.reason, detail, c.class, c.reason, c.detail)
+		}
+		if got.class == resultSuccess && got.note != "reloaded" {
+			t.Errorf("%s: note %q, want only the reloaded agent's", c.name, got.note)
 		}
 	}
 }

@@ -5,6 +5,7 @@ package operator
 // failure with its reason, or a retry.
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -30,80 +31,208 @@ type classified struct {
 	rejected string
 	// note is the agents' remark (jvm.InjectResult.Note).
 	note string
+	// err is a transient failure's cause, for the bound of attempts
+	// (tooManyAttempts).
+	err error
 }
 
-// classify sorts an outcome into success, a permanent failure (not retried
-// until something relevant changes) or a transient one (retried with
-// backoff, a bounded number of times).
-func classify(out inject.Outcome, err error) classified {
-	if err != nil {
-		return classified{class: resultRetry, reason: jmxv1alpha1.ReasonUnknown, message: err.Error()}
+// taskKind is what a task asked of the agents: a load (inject, and a late
+// look for a JVM) or a reload (reconfigure). The one classifier, classify,
+// reads both; outcomePolicies is the table of where they differ.
+type taskKind int
+
+const (
+	taskLoad taskKind = iota
+	taskReload
+)
+
+// outcomePolicy is how one kind of task reads an outcome.
+type outcomePolicy struct {
+	// noJVMSucceeds: an outcome that found no JVM is a success (a load's:
+	// the JVM may start later); a reload reads it as an outcome with no
+	// result.
+	noJVMSucceeds bool
+	// emptyRetries: an outcome with no result and no refusal is retried (a
+	// reload's: "no result") rather than a refused request (a load's:
+	// InvalidRequest).
+	emptyRetries bool
+	// permanentWins: a permanent failure wins over a transient one (a
+	// reload's: an agent that refused the config refuses it again);
+	// otherwise a transient one wins (a load's: the next attempt may load
+	// the agent everywhere). A JVM that ended during a load wins over both.
+	permanentWins bool
+	// judge says what one JVM's result means.
+	judge func(jvm.InjectResult) judged
+}
+
+// outcomePolicies is the one table of the differences between a load and a
+// reload.
+var outcomePolicies = map[taskKind]outcomePolicy{
+	taskLoad:   {noJVMSucceeds: true, judge: judgeLoad},
+	taskReload: {emptyRetries: true, permanentWins: true, judge: judgeReload},
+}
+
+// resultMeaning is what one JVM's result means for its task.
+type resultMeaning int
+
+const (
+	meansServes    resultMeaning = iota // the JVM has the agent (with the new config or, rejected, its old one)
+	meansNothing                        // the JVM has nothing to do with the task
+	meansPermanent                      // a failure not retried until something relevant changes
+	meansTransient                      // a failure retried with backoff, a bounded number of times
+	meansEnded                          // the JVM ended during the load: it wins over every other outcome
+)
+
+// judged is one JVM's result as its task reads it.
+type judged struct {
+	means resultMeaning
+	// rejected: the JVM refused the config (ConfigRejected).
+	rejected bool
+	// reason and message are the failure's, when it is one.
+	reason, message string
+}
+
+// judgeLoad reads one JVM's result of a load: a JVM that refused the config
+// keeps its agent (from an earlier load) and serves its old config; other
+// failures are permanent or transient as failureReason says.
+func judgeLoad(res jvm.InjectResult) judged {
+	msg := fmt.Sprintf("JVM %d (%s): %s", res.NSPID, res.MainClass, res.Message)
+	if res.OK() || res.Reason == jvm.ReasonConfigRejected {
+		return judged{means: meansServes, rejected: !res.OK(), message: msg}
 	}
-	if out.NoJVM {
+	reason, permanent := failureReason(res.Reason)
+	switch {
+	case res.Reason == jvm.ReasonProcessGone:
+		return judged{means: meansEnded, reason: reason, message: msg}
+	case permanent:
+		return judged{means: meansPermanent, reason: reason, message: msg}
+	}
+	return judged{means: meansTransient, reason: reason, message: reason + ": " + msg}
+}
+
+// judgeReload reads one JVM's result of a reload: a JVM that never got the
+// agent has nothing to reconfigure, a refusal of the config is permanent
+// (asking again without a change gets the same answer), and any other
+// failure is transient.
+func judgeReload(res jvm.InjectResult) judged {
+	switch {
+	case res.OK():
+		return judged{means: meansServes}
+	case res.Reason == jvm.ReasonNotInjected:
+		// A second JVM that was refused, or started later.
+		return judged{means: meansNothing}
+	case res.Reason == jvm.ReasonConfigRejected:
+		return judged{means: meansPermanent, rejected: true, reason: jmxv1alpha1.ReasonConfigRejected,
+			message: fmt.Sprintf("JVM %d (%s): %s", res.NSPID, res.MainClass, res.Message)}
+	}
+	return judged{means: meansTransient, reason: jmxv1alpha1.ReasonReconfigureFailed,
+		message: fmt.Sprintf("JVM %d (%s): %s: %s", res.NSPID, res.MainClass, res.Reason, res.Message)}
+}
+
+// classify sorts the outcome of a task of kind into success, a permanent
+// failure (not retried until something relevant changes; for a reload, the
+// rejection to record) or a transient one (retried with backoff, a bounded
+// number of times: tooManyAttempts, for loads and reloads alike).
+func classify(kind taskKind, out inject.Outcome, err error) classified {
+	pol := outcomePolicies[kind]
+	switch {
+	case err != nil:
+		return classified{class: resultRetry, reason: jmxv1alpha1.ReasonUnknown, message: err.Error(), err: err}
+	case out.Refused != "":
+		// Nothing ran: the pod's budget is spent, or the API server (or
+		// the strategy) refused.
+		reason := refusedReason(out.Refused)
+		return classified{class: resultFailure, reason: reason, message: out.Detail, failure: &Failure{Reason: reason, Message: out.Detail}}
+	case out.NoJVM && pol.noJVMSucceeds:
 		return classified{class: resultSuccess, reason: jmxv1alpha1.ReasonNoJVMFound, noJVM: true}
-	}
-	if out.Refused != "" {
-		reason := out.Refused
-		switch reason {
-		case inject.ReasonConfigTooLarge:
-			reason = jmxv1alpha1.ReasonConfigTooLarge
-		case inject.ReasonOutputTooLarge:
-			reason = jmxv1alpha1.ReasonExecOutputTooLarge
-		}
-		return classified{class: resultFailure, reason: reason, failure: &Failure{Reason: reason, Message: out.Detail}}
-	}
-	if len(out.Results) == 0 {
+	case len(out.Results) == 0 && pol.emptyRetries:
+		err := fmt.Errorf("no result: %s", out.Detail)
+		return classified{class: resultRetry, reason: jmxv1alpha1.ReasonReconfigureFailed, message: err.Error(), err: err}
+	case len(out.Results) == 0:
 		return classified{class: resultFailure, reason: jmxv1alpha1.ReasonInvalidRequest,
 			failure: &Failure{Reason: jmxv1alpha1.ReasonInvalidRequest, Message: "jmx-attach refused the request: " + out.Detail}}
 	}
+	return classifyResults(kind, pol, out.Results)
+}
+
+// classifyResults sorts the per-JVM results of an outcome (classify).
+func classifyResults(kind taskKind, pol outcomePolicy, results []jvm.InjectResult) classified {
 	c := classified{class: resultSuccess}
-	var transient []string
+	var transient []judged
+	var permanent, ended *judged
 	var notes []string
-	for _, res := range out.Results {
-		if res.Note != "" {
+	for _, res := range results {
+		j := pol.judge(res)
+		if res.Note != "" && (kind == taskLoad || j.means == meansServes) {
 			notes = appendOnce(notes, res.Note)
 		}
-		if res.OK() || res.Reason == jvm.ReasonConfigRejected {
-			jr := JVMRecord{PID: res.NSPID, Main: res.MainClass, Port: int32(res.Port)}
-			if jr.PID == 0 {
-				jr.PID = res.PID
+		switch j.means {
+		case meansServes:
+			c.jvms = append(c.jvms, jvmRecord(res))
+			if j.rejected && c.rejected == "" {
+				c.rejected = j.message
 			}
-			if st := startedAt(res); st != nil {
-				jr.StartedAt = st
+		case meansEnded:
+			ended = &j
+		case meansTransient:
+			transient = append(transient, j)
+		case meansPermanent:
+			if permanent == nil {
+				permanent = &j
 			}
-			c.jvms = append(c.jvms, jr)
-			if !res.OK() && c.rejected == "" {
-				c.rejected = fmt.Sprintf("JVM %d (%s): %s", res.NSPID, res.MainClass, res.Message)
-			}
-			continue
 		}
-		reason, permanent := failureReason(res.Reason)
-		msg := fmt.Sprintf("JVM %d (%s): %s", res.NSPID, res.MainClass, res.Message)
-		if res.Reason == jvm.ReasonProcessGone {
-			// A JVM that ended during the load trips the breaker: it wins
-			// over every other outcome.
-			c.failure = &Failure{Reason: reason, Message: msg}
-			transient = nil
+		if ended != nil {
 			break
-		}
-		if !permanent {
-			transient = append(transient, reason+": "+msg)
-			continue
-		}
-		if c.failure == nil {
-			c.failure = &Failure{Reason: reason, Message: msg}
 		}
 	}
 	c.note = strings.Join(notes, "; ")
+	fail := func(j *judged) classified {
+		c.class, c.reason, c.message, c.failure = resultFailure, j.reason, j.message, &Failure{Reason: j.reason, Message: j.message}
+		return c
+	}
 	switch {
-	case c.failure != nil && c.failure.Reason == jmxv1alpha1.ReasonJVMEnded:
-		c.class, c.reason = resultFailure, c.failure.Reason
+	case ended != nil:
+		return fail(ended)
+	case permanent != nil && pol.permanentWins:
+		return fail(permanent)
 	case len(transient) > 0:
-		return classified{class: resultRetry, reason: strings.SplitN(transient[0], ":", 2)[0], message: strings.Join(transient, "; ")}
-	case c.failure != nil:
-		c.class, c.reason = resultFailure, c.failure.Reason
+		msgs := make([]string, len(transient))
+		for i, t := range transient {
+			msgs[i] = t.message
+		}
+		msg := strings.Join(msgs, "; ")
+		if kind == taskReload {
+			msg = transient[0].message // the first cause, as a reload's error
+		}
+		return classified{class: resultRetry, reason: transient[0].reason, message: msg, err: errors.New(msg)}
+	case permanent != nil:
+		return fail(permanent)
 	}
 	return c
+}
+
+// refusedReason is the reason of an outcome the strategy refused before
+// anything ran.
+func refusedReason(refused string) string {
+	switch refused {
+	case inject.ReasonConfigTooLarge:
+		return jmxv1alpha1.ReasonConfigTooLarge
+	case inject.ReasonOutputTooLarge:
+		return jmxv1alpha1.ReasonExecOutputTooLarge
+	}
+	return refused
+}
+
+// jvmRecord is the record of a JVM that has the agent.
+func jvmRecord(res jvm.InjectResult) JVMRecord {
+	jr := JVMRecord{PID: res.NSPID, Main: res.MainClass, Port: int32(res.Port)}
+	if jr.PID == 0 {
+		jr.PID = res.PID
+	}
+	if st := startedAt(res); st != nil {
+		jr.StartedAt = st
+	}
+	return jr
 }
 
 // refusedUnderBoth turns a JVM's refusal of a live attach (AttachDisabled,
@@ -193,45 +322,4 @@ func startedAt(res jvm.InjectResult) *metav1.Time {
 	}
 	t := metav1.NewTime(res.StartedAt)
 	return &t
-}
-
-// classifyReload sorts a reconfiguration's outcome: the rejection to record
-// when an agent refused the config or nothing ran (asking again without a
-// change gets the same answer), the agents' notes, or a transient error
-// (retried with backoff, a bounded number of times).
-func classifyReload(out inject.Outcome, err error, configHash string) (*Rejection, []string, error) {
-	if err != nil {
-		return nil, nil, err
-	}
-	var rejected *Rejection
-	var notes []string
-	for _, res := range out.Results {
-		switch {
-		case res.OK():
-			if res.Note != "" {
-				notes = appendOnce(notes, res.Note)
-			}
-		case res.Reason == jvm.ReasonNotInjected:
-			// A JVM that never got the agent (a second JVM that was
-			// refused, or started later) has nothing to reconfigure.
-		case res.Reason == jvm.ReasonConfigRejected:
-			if rejected == nil {
-				rejected = &Rejection{ConfigHash: configHash, Reason: jmxv1alpha1.ReasonConfigRejected,
-					Message: truncateMsg(fmt.Sprintf("JVM %d (%s): %s", res.NSPID, res.MainClass, res.Message), 2048)}
-			}
-		default:
-			if err == nil {
-				err = fmt.Errorf("JVM %d (%s): %s: %s", res.NSPID, res.MainClass, res.Reason, res.Message)
-			}
-		}
-	}
-	switch {
-	case out.Refused != "":
-		// Nothing ran: the pod's budget is spent, or the API server
-		// refused.
-		return &Rejection{ConfigHash: configHash, Reason: out.Refused, Message: truncateMsg(out.Detail, 2048)}, notes, nil
-	case len(out.Results) == 0 && err == nil:
-		err = fmt.Errorf("no result: %s", out.Detail)
-	}
-	return rejected, notes, err
 }

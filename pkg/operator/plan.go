@@ -29,9 +29,15 @@ type plan struct {
 	pods      map[string]podState // pod name -> state
 	// canaryRunning: the exporter's canary job ran when the pods were read.
 	canaryRunning bool
-	failures      []string // "pod/container: Reason: message"
-	pending       []string
-	endpoints     []jmxv1alpha1.MetricsEndpoint
+	// obs is what the look gathered before planning: the clock, the
+	// pool, the canary (observed.go).
+	obs observed
+	// dropCanary is the canary gate found no longer holding the change
+	// back; plan forgets it (dropCanary).
+	dropCanary *canaryJob
+	failures   []string // "pod/container: Reason: message"
+	pending    []string
+	endpoints  []jmxv1alpha1.MetricsEndpoint
 	// endpointIndex holds the keys of endpoints[:indexed] (hasEndpoint).
 	endpointIndex map[endpointKey]bool
 	indexed       int
@@ -163,7 +169,8 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	// Whether the canary still runs is read before the pods: a canary that
 	// ends later, while this plan is made, may have written its verdict
 	// after the pods were read (see gate).
-	p.canaryRunning = r.canaryRunning(ex.Namespace + "/" + ex.Name)
+	p.obs = r.gather(ex.Namespace + "/" + ex.Name)
+	p.canaryRunning = p.obs.canaryBusy
 	var pods corev1.PodList
 	if err := r.read.List(ctx, ex.Namespace, &pods, query.WithLabelSelector(sel.String()), query.FromWatch(watchPods)); err != nil {
 		log.Warnf("operator: list pods of %s/%s: %v", ex.Namespace, ex.Name, err)
@@ -202,7 +209,7 @@ func (r *Reconciler) plan(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExpo
 	if !p.mayAttach() {
 		p.jobs = nil
 	} else {
-		r.gate(ex.Namespace+"/"+ex.Name, p)
+		r.gateNow(ex.Namespace+"/"+ex.Name, p)
 	}
 	ownPods(p.jobs)
 	ownPods(p.recordJobs)

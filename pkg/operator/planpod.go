@@ -61,7 +61,7 @@ func (r *Reconciler) planPod(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxE
 	}
 	p.pods[pod.Name] = pp.state
 	if len(pp.job.tasks) > 0 {
-		if r.pool.Busy(string(pod.UID)) {
+		if p.obs.busy(string(pod.UID)) {
 			return // the running job wakes the exporter when it ends
 		}
 		p.jobs = append(p.jobs, pp.job)

@@ -31,31 +31,24 @@ type Reconciler struct {
 	conditions *conditionMetric
 	retries    *retries
 	strategies map[jmxv1alpha1.InjectionStrategy]inject.Strategy
-	// canary maps an exporter (namespace/name) to its job that tries a
-	// change first (canaryMu guards it); see gate.
-	canaryMu sync.Mutex
-	canary   map[string]canaryJob
+	// memory is what the Reconciler remembers of each exporter: its
+	// canary, its refused status, restartOnRefusal's memory
+	// (exportermemory.go).
+	memory exporterMemories
 	// beforeGate, when set (by tests only), runs in plan between reading
 	// the pods and gating the jobs.
 	beforeGate func(exporter string)
 	// podMonitors is true when the operator keeps a PodMonitor per
 	// exporter: the cluster serves the kind and Options did not disable it.
 	podMonitors bool
-	// refused maps an exporter (namespace/name) to the last status the API
-	// server refused as invalid, so that the same status is never sent
-	// again (refusedMu guards it).
-	refusedMu sync.Mutex
-	refused   map[string]refusal
-	// evictions is restartOnRefusal's memory per exporter (namespace/name;
-	// evictionsMu guards the map, evict.go). evictMu is held around a
-	// harmed pod's eviction; the pod watch takes evictionsMu only.
-	evictionsMu sync.Mutex
-	evictMu     sync.Mutex
-	evictions   map[string]*evictions
+	// evictMu is held around a harmed pod's eviction; the pod watch takes
+	// memory.mu only.
+	evictMu sync.Mutex
 	// harmed is replaceHarmed's memory per pod (evictMu guards it,
 	// atstartbreaker.go).
 	harmed map[types.UID]*harmedTry
-	// pacer decides when a changed status is written (status.go).
+	// pacer decides when a changed status is written (status.go); it
+	// keeps the exporters' pace in memory.
 	pacer statusPacer
 	// selectors keeps the exporters' parsed selectors (selectors.go).
 	selectors exporterSelectors

@@ -112,18 +112,36 @@ func withoutSampleDetails(st *jmxv1alpha1.PrometheusJmxExporterStatus) *jmxv1alp
 }
 
 // statusPacer decides, per exporter (namespace/name), when a computed status
-// is written (StatusDelay). Its zero value is ready to use.
+// is written (StatusDelay). Its zero value is ready to use. What it
+// remembers of an exporter is the exporter's pace, in its exporterMemory
+// (the Reconciler's memory; a pacer without one keeps its own).
 type statusPacer struct {
 	mu sync.Mutex
 	// delay is StatusDelay unless a test set another.
 	delay time.Duration
-	// since is when a change not yet written was first seen.
-	since map[string]time.Time
-	// last is when the exporter's status was last written; startsWait
-	// holds the exporters whose recorded container starts wait for
+	// memory holds the exporters' pace: the Reconciler's memory, or own
+	// when nil.
+	memory *exporterMemories
+	own    exporterMemories
+}
+
+// pace is what the status pacer remembers of one exporter.
+type pace struct {
+	// since is when a change not yet written was first seen (zero: none).
+	since time.Time
+	// last is when the exporter's status was last written (zero: never);
+	// startsWait says that its recorded container starts wait for
 	// StatusDelay after that write.
-	last       map[string]time.Time
-	startsWait map[string]bool
+	last       time.Time
+	startsWait bool
+}
+
+// paces is where the pacer keeps the exporters' pace.
+func (s *statusPacer) paces() *exporterMemories {
+	if s.memory != nil {
+		return s.memory
+	}
+	return &s.own
 }
 
 // due says whether a status whose change from the stored one is c should be
@@ -131,42 +149,39 @@ type statusPacer struct {
 // never, nothing waits).
 func (s *statusPacer) due(key string, c statusChange, now time.Time) (write bool, wait time.Duration) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	delay := s.delay
+	s.mu.Unlock()
 	if delay == 0 {
 		delay = StatusDelay
 	}
+	s.paces().with(key, func(m *exporterMemory) { write, wait = m.pace.due(c, now, delay) })
+	return write, wait
+}
+
+// due is statusPacer.due for one exporter's pace.
+func (pc *pace) due(c statusChange, now time.Time, delay time.Duration) (bool, time.Duration) {
 	switch c {
 	case urgent:
 		return true, 0
 	case unchanged:
-		delete(s.since, key)
-		delete(s.startsWait, key)
+		pc.since, pc.startsWait = time.Time{}, false
 		return false, 0
 	case sampleOnly:
 		// The change that started a wait went away: only the new starts
 		// are left to write.
-		delete(s.since, key)
-		if last, ok := s.last[key]; ok {
-			if left := last.Add(delay).Sub(now); left > 0 {
-				if s.startsWait == nil {
-					s.startsWait = map[string]bool{}
-				}
-				s.startsWait[key] = true
+		pc.since = time.Time{}
+		if !pc.last.IsZero() {
+			if left := pc.last.Add(delay).Sub(now); left > 0 {
+				pc.startsWait = true
 				return false, left
 			}
 		}
 		return true, 0
 	}
-	if s.since == nil {
-		s.since = map[string]time.Time{}
+	if pc.since.IsZero() {
+		pc.since = now
 	}
-	first, ok := s.since[key]
-	if !ok {
-		first = now
-		s.since[key] = now
-	}
-	if left := first.Add(delay).Sub(now); left > 0 {
+	if left := pc.since.Add(delay).Sub(now); left > 0 {
 		return false, left
 	}
 	return true, 0
@@ -175,21 +190,5 @@ func (s *statusPacer) due(key string, c statusChange, now time.Time) (write bool
 // wrote says that key's status was written at now: the changes seen so far
 // are in.
 func (s *statusPacer) wrote(key string, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.since, key)
-	delete(s.startsWait, key)
-	if s.last == nil {
-		s.last = map[string]time.Time{}
-	}
-	s.last[key] = now
-}
-
-// forget drops what the pacer knows of key (an exporter that is gone).
-func (s *statusPacer) forget(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.since, key)
-	delete(s.last, key)
-	delete(s.startsWait, key)
+	s.paces().with(key, func(m *exporterMemory) { m.pace = pace{last: now} })
 }

@@ -10,6 +10,7 @@ import (
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject"
+	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
 )
 
 // verdict is whether an exporter may give its agent to JVMs now, whatever
@@ -108,23 +109,15 @@ func (v *verdict) String() string {
 
 // configHashes names config as the operator does: sha is its SHA-256 in
 // hex (the status' configSHA256), short the first 16 hex digits of it (the
-// records' configHash, as atstart.ConfigHash writes it at start). Every
-// config the operator names is named here.
+// records' configHash, atstart.ShortHash, the one definition that
+// atstart.ConfigHash also uses at start). Every config the operator names
+// is named here.
 func configHashes(config []byte) (sha, short string) {
 	sum := sha256.Sum256(config)
 	sha = hex.EncodeToString(sum[:])
-	return sha, shortHash(sha)
-}
-
-// shortHash is the short name (configHash) of the config whose SHA-256 is
-// sha, or "" when sha is not one.
-func shortHash(sha string) string {
-	if len(sha) < 16 {
-		return ""
-	}
-	return sha[:16]
+	return sha, atstart.ShortHash(sha)
 }
 
 // sameConfig says whether a record's configHash, short, names the config
 // whose SHA-256 is sha.
-func sameConfig(short, sha string) bool { return short != "" && short == shortHash(sha) }
+func sameConfig(short, sha string) bool { return short != "" && short == atstart.ShortHash(sha) }

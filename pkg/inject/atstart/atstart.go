@@ -177,9 +177,19 @@ func ParseRecord(pod *corev1.Pod) (Record, bool, error) {
 }
 
 // ConfigHash returns the first 16 hex digits of the SHA-256 of config, the operator's short name for a config.
+// It is the one definition of that name: the operator names configs with it and ShortHash.
 func ConfigHash(config []byte) string {
 	sum := sha256.Sum256(config)
-	return hex.EncodeToString(sum[:])[:16]
+	return ShortHash(hex.EncodeToString(sum[:]))
+}
+
+// ShortHash is the short name (ConfigHash) of the config whose SHA-256 in hex is sha, or "" when sha is shorter
+// than 16 digits.
+func ShortHash(sha string) string {
+	if len(sha) < 16 {
+		return ""
+	}
+	return sha[:16]
 }
 
 // Op is one RFC 6902 operation. Mutate writes only "add", which replaces a member that exists and creates one
