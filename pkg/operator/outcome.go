@@ -253,47 +253,65 @@ func refusedUnderBoth(c classified, restartOnRefusal bool) classified {
 	return c
 }
 
-// failureReason maps a jmx-attach reason to a CamelCase reason and says
-// whether it is permanent: not retried until the container restarts or the
-// exporter's generation or config changes.
+// attachReason is what a jmx-attach reason means to the operator: the
+// reason it writes (a constant of pkg/apis) and whether the failure is
+// permanent: not retried until the container restarts or the exporter's
+// generation or config changes.
+type attachReason struct {
+	reason    string
+	permanent bool
+}
+
+// attachReasons maps every reason of pkg/jvm (jmx-attach's result line) to
+// its meaning; TestEveryAttachReasonHasItsConstant fails when pkg/jvm gains
+// one that is not here.
+var attachReasons = map[jvm.Reason]attachReason{
+	jvm.ReasonAttachDisabled:         {jmxv1alpha1.ReasonAttachDisabled, true},
+	jvm.ReasonDynamicLoadingDisabled: {jmxv1alpha1.ReasonDynamicLoadingDisabled, true},
+	jvm.ReasonPortInUse:              {jmxv1alpha1.ReasonPortInUse, true},
+	jvm.ReasonAgentStartFailed:       {jmxv1alpha1.ReasonAgentStartFailed, true},
+	jvm.ReasonAgentAlreadyPresent:    {jmxv1alpha1.ReasonAgentAlreadyPresent, true},
+	jvm.ReasonRootInaccessible:       {jmxv1alpha1.ReasonRootInaccessible, true},
+	jvm.ReasonInsufficientMemory:     {jmxv1alpha1.ReasonInsufficientMemory, true},
+	jvm.ReasonCopyFailed:             {jmxv1alpha1.ReasonCopyFailed, true},
+	jvm.ReasonJVMUnsupported:         {jmxv1alpha1.ReasonJVMUnsupported, true},
+	jvm.ReasonConfigInvalid:          {jmxv1alpha1.ReasonConfigInvalid, true},
+	jvm.ReasonConfigRejected:         {jmxv1alpha1.ReasonConfigRejected, true},
+	jvm.ReasonProcessGone:            {jmxv1alpha1.ReasonJVMEnded, true},
+	// Transient: retried with backoff.
+	jvm.ReasonTooYoung:        {jmxv1alpha1.ReasonTooYoung, false},
+	jvm.ReasonAttachTimeout:   {jmxv1alpha1.ReasonAttachTimeout, false},
+	jvm.ReasonConnectFailed:   {jmxv1alpha1.ReasonConnectFailed, false},
+	jvm.ReasonHTTPCheckFailed: {jmxv1alpha1.ReasonHTTPCheckFailed, false},
+	jvm.ReasonInternal:        {jmxv1alpha1.ReasonInternal, false},
+	jvm.ReasonTruncated:       {jmxv1alpha1.ReasonTruncated, false},
+	"":                        {jmxv1alpha1.ReasonUnknown, false},
+	// Retrying would fail the same way or risk the JVM.
+	jvm.ReasonNotJVM:            {jmxv1alpha1.ReasonNotJVM, true},
+	jvm.ReasonSignalNotHandled:  {jmxv1alpha1.ReasonSignalNotHandled, true},
+	jvm.ReasonAgentJarInvalid:   {jmxv1alpha1.ReasonAgentJarInvalid, true},
+	jvm.ReasonPortNotPermitted:  {jmxv1alpha1.ReasonPortNotPermitted, true},
+	jvm.ReasonPortCheckFailed:   {jmxv1alpha1.ReasonPortCheckFailed, true},
+	jvm.ReasonArgsTooLong:       {jmxv1alpha1.ReasonArgsTooLong, true},
+	jvm.ReasonAgentLoadFailed:   {jmxv1alpha1.ReasonAgentLoadFailed, true},
+	jvm.ReasonNotListening:      {jmxv1alpha1.ReasonAgentNotListening, true},
+	jvm.ReasonInvalidRequest:    {jmxv1alpha1.ReasonInvalidRequest, true},
+	jvm.ReasonAccessDenied:      {jmxv1alpha1.ReasonProcAccessDenied, true},
+	jvm.ReasonLockFailed:        {jmxv1alpha1.ReasonLockFailed, true},
+	jvm.ReasonNotInjected:       {jmxv1alpha1.ReasonNotInjected, true},
+	jvm.ReasonBundleInvalid:     {jmxv1alpha1.ReasonBundleInvalid, true},
+	jvm.ReasonContainerNotFound: {jmxv1alpha1.ReasonContainerNotFound, true},
+}
+
+// failureReason maps a jmx-attach reason to the operator's reason and says
+// whether it is permanent (attachReasons). A reason this operator does not
+// know (a newer jmx-attach's) is named as jmx-attach names it, in CamelCase,
+// and not retried.
 func failureReason(r jvm.Reason) (string, bool) {
-	switch r {
-	case jvm.ReasonAttachDisabled:
-		return jmxv1alpha1.ReasonAttachDisabled, true
-	case jvm.ReasonDynamicLoadingDisabled:
-		return jmxv1alpha1.ReasonDynamicLoadingDisabled, true
-	case jvm.ReasonPortInUse:
-		return jmxv1alpha1.ReasonPortInUse, true
-	case jvm.ReasonAgentStartFailed:
-		return jmxv1alpha1.ReasonAgentStartFailed, true
-	case jvm.ReasonAgentAlreadyPresent:
-		return jmxv1alpha1.ReasonAgentAlreadyPresent, true
-	case jvm.ReasonRootInaccessible:
-		return jmxv1alpha1.ReasonRootInaccessible, true
-	case jvm.ReasonInsufficientMemory:
-		return jmxv1alpha1.ReasonInsufficientMemory, true
-	case jvm.ReasonCopyFailed:
-		return jmxv1alpha1.ReasonCopyFailed, true
-	case jvm.ReasonJVMUnsupported:
-		return jmxv1alpha1.ReasonJVMUnsupported, true
-	case jvm.ReasonConfigInvalid:
-		return jmxv1alpha1.ReasonConfigInvalid, true
-	case jvm.ReasonConfigRejected:
-		return jmxv1alpha1.ReasonConfigRejected, true
-	case jvm.ReasonProcessGone:
-		return jmxv1alpha1.ReasonJVMEnded, true
+	if a, ok := attachReasons[r]; ok {
+		return a.reason, a.permanent
 	}
-	name := camel(string(r))
-	switch r {
-	case jvm.ReasonTooYoung, jvm.ReasonAttachTimeout, jvm.ReasonConnectFailed, jvm.ReasonHTTPCheckFailed,
-		jvm.ReasonInternal, jvm.ReasonTruncated, "":
-		return name, false
-	}
-	// not-jvm, sigquit-not-handled, agent-jar-invalid, port-not-permitted,
-	// port-check-failed, args-too-long, agent-load-failed,
-	// agent-not-listening, invalid-request, lock-failed and anything new:
-	// retrying would fail the same way or risk the JVM.
-	return name, true
+	return camel(string(r)), true
 }
 
 // camel turns "port-not-permitted" into "PortNotPermitted".

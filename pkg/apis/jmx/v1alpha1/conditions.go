@@ -350,3 +350,70 @@ const (
 	// permanent failure).
 	ReasonInvalidRequest = "InvalidRequest"
 )
+
+// The reasons of jmx-attach's other results (pkg/jvm's Reason, result line
+// "reason=..."), as a container's failure, its Events and the operator's
+// metrics name them: one for each, so that every reason the operator
+// writes is here (pkg/operator's TestEveryAttachReasonHasItsConstant fails
+// when jmx-attach gains a reason without one). Transient ones are retried
+// with backoff; the others wait for the container's next start or a new
+// generation or config.
+const (
+	// ReasonNotJVM: the process is not a HotSpot JVM; it was not signalled
+	// (permanent).
+	ReasonNotJVM = "NotJvm"
+	// ReasonTooYoung: the wait for the JVM to reach its minimum age ended
+	// first (transient).
+	ReasonTooYoung = "TooYoung"
+	// ReasonSignalNotHandled: the JVM has no attach listener and does not
+	// handle SIGQUIT, which would end it; it was not signalled (permanent).
+	ReasonSignalNotHandled = "SigquitNotHandled"
+	// ReasonAgentJarInvalid: the agent jar is missing, unreadable, or has no
+	// Agent-Class (permanent).
+	ReasonAgentJarInvalid = "AgentJarInvalid"
+	// ReasonPortNotPermitted: the port is privileged in the JVM's network
+	// namespace and the JVM lacks CAP_NET_BIND_SERVICE (permanent).
+	ReasonPortNotPermitted = "PortNotPermitted"
+	// ReasonPortCheckFailed: the port could not be checked in the JVM's
+	// network namespace; nothing was loaded rather than risk the JVM
+	// (permanent).
+	ReasonPortCheckFailed = "PortCheckFailed"
+	// ReasonArgsTooLong: the agent's arguments exceed what the attach
+	// protocol carries (permanent).
+	ReasonArgsTooLong = "ArgsTooLong"
+	// ReasonAttachTimeout: the JVM did not open its attach socket in time
+	// (transient).
+	ReasonAttachTimeout = "AttachTimeout"
+	// ReasonConnectFailed: the attach socket could not be connected or
+	// talked to (transient).
+	ReasonConnectFailed = "ConnectFailed"
+	// ReasonAgentLoadFailed: the JVM refused or failed to load the agent
+	// (permanent).
+	ReasonAgentLoadFailed = "AgentLoadFailed"
+	// ReasonAgentNotListening: an agent was loaded before but its port does
+	// not listen; it is not loaded twice (permanent).
+	ReasonAgentNotListening = "AgentNotListening"
+	// ReasonHTTPCheckFailed: the agent was loaded but its port did not
+	// answer HTTP in time (transient).
+	ReasonHTTPCheckFailed = "HttpCheckFailed"
+	// ReasonProcAccessDenied: jmx-attach may not read the JVM's /proc
+	// entries; the message names the capabilities it lacks (permanent).
+	ReasonProcAccessDenied = "ProcAccessDenied"
+	// ReasonLockFailed: the per-JVM lock that keeps two injections of one
+	// JVM apart could not be taken; nothing was loaded (permanent).
+	ReasonLockFailed = "LockFailed"
+	// ReasonNotInjected: a reconfiguration found no marker of an earlier
+	// injection into the JVM; nothing was changed (permanent).
+	ReasonNotInjected = "NotInjected"
+	// ReasonBundleInvalid: the bundle jmx-attach read is not a tar stream of
+	// exactly the expected entries within their limits (permanent).
+	ReasonBundleInvalid = "BundleInvalid"
+	// ReasonTruncated: not every result of jmx-attach fitted in its
+	// termination log (transient).
+	ReasonTruncated = "Truncated"
+	// ReasonInternal: any other failure of jmx-attach (transient).
+	ReasonInternal = "Internal"
+	// ReasonContainerNotFound: not one process of the named container could
+	// be identified; nothing was touched (permanent).
+	ReasonContainerNotFound = "ContainerNotFound"
+)
