@@ -199,10 +199,23 @@ func (r *Reconciler) judge(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExp
 	if out, ok := p.atStartDeaths[b.Pod+"/"+b.Container]; ok {
 		// The JVM ended before any agent code could report: its own last
 		// words say why (an unsupported class version, a missing module, a
-		// port the application found taken).
-		b.Message += "; " + r.lastOutput(ctx, ex.Namespace, b.Pod, b.Container, out.previous)
+		// port the application found taken). Read after the plan
+		// (addLastOutput): planning reads nothing but what was observed.
+		p.breakerOutput = &out
 	}
 	b.Generation, b.ConfigSHA256, b.OpenedAt = p.generation, p.configSHA, metav1.NewTime(p.obs.now)
 	b.Message = truncateMsg(b.Message, 4000)
 	p.breaker, p.breakerOpen = &b, true
+}
+
+// addLastOutput adds to the breaker a look opened the output of the JVM
+// whose death at start opened it (judge), read from its container's log:
+// the one read of the API server that a look's verdict asks for, done after
+// the plan and before the status is written.
+func (r *Reconciler) addLastOutput(ctx context.Context, ex *jmxv1alpha1.PrometheusJmxExporter, p *plan) {
+	if p.breaker == nil || p.breakerOutput == nil {
+		return
+	}
+	b := p.breaker
+	b.Message = truncateMsg(b.Message+"; "+r.lastOutput(ctx, ex.Namespace, b.Pod, b.Container, p.breakerOutput.previous), 4000)
 }

@@ -71,6 +71,9 @@ type plan struct {
 	// "pod/container" (observeAtStart): their last output is read for the
 	// breaker's message.
 	atStartDeaths map[string]atStartDeath
+	// breakerOutput, when the breaker this look opened is a death at
+	// start, says which log addLastOutput reads for its message.
+	breakerOutput *atStartDeath
 	// atStartClaimed is true while a pod being created tries the change at
 	// start (status.atStartCanary holds, claimed by the webhook): attach
 	// waits for its outcome.

@@ -90,6 +90,7 @@ func (r *Reconciler) Handle(ctx context.Context, e sdk.Event) error {
 		return fmt.Errorf("add finalizer: %w", err)
 	}
 	plan := r.plan(ctx, ex)
+	r.addLastOutput(ctx, ex, plan)
 	r.claimForAttach(ctx, ex, plan)
 	for _, job := range plan.jobs {
 		job := job

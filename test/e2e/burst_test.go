@@ -32,7 +32,7 @@ func TestABurstOfPodCreationsGetsTheAgentOnTheNode(t *testing.T) {
 	labels := map[string]string{"app": "burst"}
 	createExporter(t, ns, exporter("burst", labels, withMode(jmxv1alpha1.InjectionModeAtStart)))
 	markProven(t, ns, "burst", jmxv1alpha1.DefaultExporterConfig)
-	waitWebhookInjects(t, ns, labels, "burst")
+	waitWebhookSeesProven(t, ns, labels, "burst")
 
 	const pods, over = 200, 10 * time.Second
 	var wg sync.WaitGroup
@@ -64,6 +64,33 @@ func TestABurstOfPodCreationsGetsTheAgentOnTheNode(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("%d of %d pods admitted without the agent: %s", len(missing), pods, strings.Join(missing[:min(5, len(missing))], "; "))
 	}
+}
+
+// waitWebhookSeesProven waits until the webhook injects pods of the
+// exporter as proven (no canary) on every replica: the replicas answer
+// behind the Service at random, and one whose cache has not yet seen
+// status.proven would give the first pod of a burst the change as a canary
+// and hold every other back (ChangeBeingTried), as it should. Ten answers
+// in a row without a canary make a replica that lags unlikely to remain
+// (at most 1 in 1,024 with two replicas).
+func waitWebhookSeesProven(t *testing.T, ns string, labels map[string]string, exporterName string) {
+	t.Helper()
+	probe := jvmPod("webhook-probe", labels, testimages.JVMAppRef)
+	inARow := 0
+	waitFor(t, 2*time.Minute, "ten answers in a row injecting "+exporterName+"'s proven change", func() (bool, string) {
+		p, err := kube.CoreV1().Pods(ns).Create(t.Context(), probe.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			inARow = 0
+			return false, err.Error()
+		}
+		rec, ok, err := atstart.ParseRecord(p)
+		if err != nil || !ok || rec.Exporter != exporterName || rec.Canary {
+			inARow = 0
+			return false, fmt.Sprintf("record %+v (%v, %v), notes %q", rec, ok, err, p.Annotations[atstart.AnnotationNotes])
+		}
+		inARow++
+		return inARow >= 10, fmt.Sprintf("%d in a row", inARow)
+	})
 }
 
 // loadsTheAgent says whether the pod's container app loads the agent
