@@ -85,11 +85,15 @@ func (o *ownedLeases) Leases(namespace string) coordinationv1client.LeaseInterfa
 	return &ownedLeaseClient{LeaseInterface: o.LeasesGetter.Leases(namespace), o: o}
 }
 
+// ownedLeaseClient is a Leases client whose creates and updates carry the
+// owner reference, and are made again without it when the API server
+// refuses it.
 type ownedLeaseClient struct {
 	coordinationv1client.LeaseInterface
 	o *ownedLeases
 }
 
+// Create creates the Lease owned, or as it is when the owner is refused.
 func (c *ownedLeaseClient) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
 	owned, ok := c.o.withOwner(lease)
 	if !ok {
@@ -102,6 +106,7 @@ func (c *ownedLeaseClient) Create(ctx context.Context, lease *coordinationv1.Lea
 	return out, err
 }
 
+// Update updates the Lease owned, or as it is when the owner is refused.
 func (c *ownedLeaseClient) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	owned, ok := c.o.withOwner(lease)
 	if !ok {
