@@ -27,6 +27,9 @@ type discoveryMapper struct {
 	// refreshing is closed when the refresh under way ends (nil: none).
 	refreshing chan struct{}
 	lastErr    error
+	// waiting counts the callers waiting for the refresh under way (its
+	// test sees both of two callers join one read).
+	waiting atomic.Int32
 }
 
 // mapperSnapshot is one read of the server's discovery.
@@ -75,8 +78,10 @@ func (m *discoveryMapper) refresh() error {
 		m.refreshing = ch
 		go m.read(ch)
 	}
+	m.waiting.Add(1)
 	m.mu.Unlock()
 	<-ch
+	m.waiting.Add(-1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.lastErr

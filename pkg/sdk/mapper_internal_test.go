@@ -47,7 +47,9 @@ func TestAMappingNeverWaitsOnARefreshItDidNotAskFor(t *testing.T) {
 	refreshed := make(chan error, 2)
 	go func() { refreshed <- m.refresh() }()
 	go func() { refreshed <- m.refresh() }()
-	for d.reads.Load() < 2 {
+	// Both callers wait for the one read under way (under load the second
+	// may otherwise start its own after the first ended: a third read).
+	for d.reads.Load() < 2 || m.waiting.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
 	mapped := make(chan error, 1)
