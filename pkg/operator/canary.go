@@ -130,7 +130,20 @@ func attachTrying(p *plan) bool {
 		return true
 	}
 	c := p.obs.canary
-	return c != nil && (p.obs.canaryBusy || c.unconfirmed && p.obs.now.Before(c.heldUntil) && p.hasPod(c.uid))
+	return c != nil && (p.obs.canaryBusy || c.unconfirmed && p.obs.now.Before(c.heldUntil) && p.hasPod(c.uid) && !p.refusesAttach(c.uid))
+}
+
+// refusesAttach says whether the plan found that the JVM of pod uid refuses a
+// live attach (attachRefused): an outcome of its try that the look sees, so
+// that the hold kept until the cache showed the try's outcome (canaryEnded)
+// ends with it, and the claim at start with it (claimForAttach).
+func (p *plan) refusesAttach(uid string) bool {
+	for _, pod := range p.refusedPods {
+		if string(pod.UID) == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // canaryEnded records how j, a canary, ended: confirmed when the pod cache

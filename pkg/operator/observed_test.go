@@ -52,6 +52,19 @@ func TestGatePlansWithTheClockItIsGiven(t *testing.T) {
 		t.Errorf("a hold that ended: %d jobs, drop %v; want a's job as the canary, and the old canary dropped", len(p.jobs), p.dropCanary)
 	}
 
+	// The canary's pod refuses a live attach, which the look sees: its try
+	// ended, though the cache had not shown its outcome when its job ended,
+	// so that a pod created now may try the change at its start (the attach
+	// claim goes with it).
+	p = &plan{obs: observed{now: now, busy: idle, canary: c}, matched: pods, refusedPods: pods[1:]}
+	if attachTrying(p) {
+		t.Errorf("a canary whose pod refuses attach: still trying; want its try ended")
+	}
+	p = &plan{obs: observed{now: now, busy: idle, canary: c}, matched: pods}
+	if !attachTrying(p) {
+		t.Errorf("a canary whose outcome is not seen yet: not trying; want its hold kept")
+	}
+
 	// A canary whose job is queued or running holds every job back.
 	p = &plan{obs: observed{now: now, busy: idle, canary: &canaryJob{uid: "uid-b"}, canaryBusy: true}, matched: pods, jobs: jobs()}
 	r.gate(p)

@@ -44,7 +44,11 @@ func valuesFile(t *testing.T, values string) string {
 // adopt it), one replica (lease election all the same), and the image is the
 // one TestMain built from this checkout and loaded into the node under the
 // chart's default reference (testimages.AgentRef), so nothing is pulled.
-const chartValues = "crds: {enabled: false}\nreplicas: 1\n"
+// The report of unserved exporters is off: with it, the release's operator
+// watches the exporters of every namespace and writes the status of those
+// of other tests' operators, whose state it would race (CI: an exporter
+// marked proven answered as unproven for minutes, a claim released late).
+const chartValues = "crds: {enabled: false}\nreplicas: 1\nreportUnserved: false\n"
 
 // waitDeploymentReady waits until the Deployment name in ns has a ready
 // replica of its current template.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,7 @@ import (
 
 	jmxv1alpha1 "github.com/handlerkit/handlerkit/pkg/apis/jmx/v1alpha1"
 	"github.com/handlerkit/handlerkit/pkg/inject/atstart"
+	"github.com/handlerkit/handlerkit/pkg/operator"
 	"github.com/handlerkit/handlerkit/pkg/testenv/freeport"
 	"github.com/handlerkit/handlerkit/pkg/webhook"
 )
@@ -545,6 +547,12 @@ func markProven(t *testing.T, ns, name, config string) {
 	t.Helper()
 	waitFor(t, time.Minute, "status.proven written", func() (bool, string) {
 		ex := getExporter(t, ns, name)
+		// Only once the operator serves the exporter (its finalizer): an
+		// operator that does not serve the namespace replaces the status of
+		// an exporter that no operator has taken (NotServed).
+		if !slices.Contains(ex.Finalizers, operator.Finalizer) {
+			return false, "no finalizer yet"
+		}
 		ex.Status.Proven = &jmxv1alpha1.ProvenChange{Generation: ex.Generation, ConfigSHA256: sha256Hex(config), ProvenAt: metav1.Now()}
 		_, err := jmx.JmxV1alpha1().PrometheusJmxExporters(ns).UpdateStatus(t.Context(), ex, metav1.UpdateOptions{})
 		return err == nil, fmt.Sprint(err)
