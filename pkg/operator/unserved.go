@@ -77,9 +77,14 @@ func (u *unserved) Handle(ctx context.Context, e sdk.Event) error {
 		return nil
 	}
 	msg := u.message(ex.Namespace)
-	// The whole status is replaced: what an operator wrote here when it
-	// still served the namespace (endpoints, counts, other conditions) is
-	// no longer kept up to date by anyone.
+	// What the status says of pods and conditions is replaced: what an
+	// operator wrote there when it still served the namespace (endpoints,
+	// counts, other conditions) is no longer kept up to date by anyone. The
+	// state an operator keeps in the status to act safely (the proven
+	// change, the circuit breaker, a refused config, a claim at start,
+	// restartOnRefusal's state) stays: an exporter not yet taken by its
+	// operator may already hold a webhook's claim, and the operator that
+	// serves the namespace later needs all of it.
 	now := metav1.Now()
 	cond := func(typ string, status metav1.ConditionStatus) metav1.Condition {
 		c := metav1.Condition{Type: typ, Status: status, ObservedGeneration: ex.Generation,
@@ -90,7 +95,13 @@ func (u *unserved) Handle(ctx context.Context, e sdk.Event) error {
 		return c
 	}
 	ex = ex.DeepCopy()
+	old := ex.Status
 	ex.Status = jmxv1alpha1.PrometheusJmxExporterStatus{
+		CircuitBreaker:     old.CircuitBreaker,
+		RejectedConfig:     old.RejectedConfig,
+		Proven:             old.Proven,
+		AtStartCanary:      old.AtStartCanary,
+		RestartOnRefusal:   old.RestartOnRefusal,
 		ObservedGeneration: ex.Generation,
 		Conditions: []metav1.Condition{
 			cond(jmxv1alpha1.ConditionReady, metav1.ConditionFalse),

@@ -212,6 +212,17 @@ func TestExportersOfUnservedNamespacesSayNotServed(t *testing.T) {
 	}
 	// The operators' conflicting writes, if any, are requeued: wait until
 	// both have handled the new generation's outcome before counting.
+	// The state an operator keeps in the status (here a proven change and a
+	// claim at start, as a webhook may write one before the exporter's
+	// operator has taken it) survives the report, which replaces only what
+	// the status says of pods and conditions.
+	ex = get(other, "lonely")
+	kept := ex.DeepCopy()
+	kept.Status.Proven = &jmxv1alpha1.ProvenChange{Generation: ex.Generation, ConfigSHA256: "0123", ProvenAt: metav1.Now()}
+	kept.Status.AtStartCanary = &jmxv1alpha1.AtStartCanary{Generation: ex.Generation, ConfigSHA256: "0123", ClaimedAt: metav1.Now()}
+	if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(other).UpdateStatus(ctx, kept, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	ex = get(other, "lonely")
 	ex.Spec.Port = 9999
 	if _, err := jmx.JmxV1alpha1().PrometheusJmxExporters(other).Update(ctx, ex, metav1.UpdateOptions{}); err != nil {
@@ -221,6 +232,9 @@ func TestExportersOfUnservedNamespacesSayNotServed(t *testing.T) {
 	waitFor(t, func() bool { return writes.count["lonely"].Load() >= 2 })
 	if n := writes.count["lonely"].Load(); n != 2 {
 		t.Errorf("%d status writes after a new generation, want 2", n)
+	}
+	if got := get(other, "lonely").Status; got.Proven == nil || got.AtStartCanary == nil {
+		t.Errorf("the report dropped the operator's state: proven %v, atStartCanary %v", got.Proven, got.AtStartCanary)
 	}
 
 	// The pod of the unserved namespace is untouched.
